@@ -1,0 +1,43 @@
+# Two commands on a fresh machine: `make train ENV=CartPole-v1` and `make test` create .venv when missing
+# (or when setup.cfg / pyproject.toml / constraints.txt changed) and install the project into it.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+ENV ?= CartPole-v1
+SEED ?= 0
+WORKERS ?=
+RUN ?=
+ARGS ?=
+
+.PHONY: train evaluate test test-fast lint clean install
+
+install: $(STAMP)
+
+$(STAMP): setup.cfg pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt
+	@touch $(STAMP)
+
+train: $(STAMP)
+	$(BIN)/a3c train --env $(ENV) --seed $(SEED) $(if $(WORKERS),--workers $(WORKERS)) $(ARGS)
+
+evaluate: $(STAMP)
+	@test -n "$(RUN)" || { echo "error: RUN: missing; usage: make evaluate RUN=runs/<env>/<run> [ARGS=...]" >&2; exit 2; }
+	$(BIN)/a3c evaluate $(RUN) $(ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check a3c envs tests
+	$(BIN)/ruff format --check a3c envs tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,142 @@
+"""The ``a3c`` command: ``a3c train`` and ``a3c evaluate``. Bad input → one ``error:`` line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from a3c.errors import BadInput
+from envs import EnvSetupError
+
+BAD_INPUT = (BadInput, EnvSetupError)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.version_option(package_name="a3c")
+def cli() -> None:
+    """Asynchronous advantage actor-critic (A3C): lock-free workers on a shared model and shared Adam."""
+
+
+PRESET = "[default: the env's preset, else {}]"
+
+
+@cli.command()
+@click.option("--env", "env_id", required=True, help="Gymnasium env id, e.g. CartPole-v1.")
+@click.option("--workers", type=int, default=None, help="Worker processes. " + PRESET.format(2))
+@click.option("--envs-per-worker", type=int, default=None,
+              help="Envs each worker steps as one batch. " + PRESET.format(1))
+@click.option("--seed", type=int, default=0, help="Seed of every random stream of the run.")
+@click.option("--run-dir", type=click.Path(path_type=Path), default=None,
+              help="Where the run's files go.  [default: runs/<env-id>/<YYYYmmdd-HHMMSS>-s<seed>]")
+@click.option("--force", is_flag=True, help="Replace an existing run in --run-dir.")
+@click.option("--max-steps", type=int, default=None, help="Stop after this many env steps.  [default: no limit]")
+@click.option("--max-seconds", type=float, default=None, help="Stop after this many seconds.  [default: no limit]")
+@click.option("--target-return", type=float, default=None,
+              help="Stop when the evaluator's mean return reaches this. "
+                   "[default: the preset's, else the env spec's reward_threshold]")
+@click.option("--eval-interval", type=float, default=None, help="Seconds between evaluations. " + PRESET.format(2.0))
+@click.option("--eval-episodes", type=int, default=None, help="Greedy episodes per evaluation. " + PRESET.format(10))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override any config field (repeatable), e.g. --set lr=3e-4 --set hidden_sizes=128,128. "
+                   "Keys: see `a3c config-keys`.")
+@click.option("--serial", is_flag=True, help="One worker in this process, no spawn (debugging, tests).")
+@click.option("--quiet", is_flag=True, help="No live progress display.")
+def train(env_id: str, workers: int | None, envs_per_worker: int | None, seed: int, run_dir: Path | None,
+          force: bool, max_steps: int | None, max_seconds: float | None, target_return: float | None,
+          eval_interval: float | None, eval_episodes: int | None, overrides: tuple[str, ...], serial: bool,
+          quiet: bool) -> None:
+    """Train on ENV until the target return, a budget, Ctrl-C or SIGTERM.
+
+    Exit codes: 0 finished (solved or budget spent), 1 failure, 2 bad input, 130 SIGINT, 143 SIGTERM.
+    """
+    from a3c.config import parse_set, resolve_config
+    from a3c.runs import check_run_dir, default_run_dir
+    from a3c.trainer import Trainer
+    from envs import inspect_env
+
+    if serial and workers not in (None, 1):
+        raise BadInput(f"--workers: {workers} is not allowed with --serial; expected 1")
+    parsed = parse_set(overrides)
+    info = inspect_env(env_id)
+    options = {"workers": 1 if serial else workers, "envs_per_worker": envs_per_worker, "seed": seed,
+               "max_steps": max_steps, "max_seconds": max_seconds, "target_return": target_return,
+               "eval_interval": eval_interval, "eval_episodes": eval_episodes}
+    config = resolve_config(info, options, parsed)
+    if serial and config.workers != 1:
+        raise BadInput(f"workers: {config.workers} is not allowed with --serial; expected 1")
+    run_dir = run_dir or default_run_dir(env_id, config.seed)
+    check_run_dir(run_dir, force)
+    trainer = Trainer(config, info, run_dir, serial=serial, force=force, show_progress=not quiet)
+    sys.exit(trainer.run())
+
+
+@cli.command()
+@click.argument("target", type=click.Path(path_type=Path), metavar="RUN_DIR|CHECKPOINT")
+@click.option("--episodes", type=int, default=10, help="Greedy episodes to play.")
+@click.option("--seed", type=int, default=12345, help="Seed of the evaluation episodes (episode i gets seed + i).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
+    """Play greedy episodes with a checkpoint (a run dir means its checkpoints/best.pt) and report the return."""
+    from a3c.config import Config
+    from a3c.evaluator import play_greedy
+    from a3c.learner import build_model
+    from a3c.runs import load_checkpoint, resolve_checkpoint
+
+    if episodes < 1:
+        raise BadInput(f"--episodes: {episodes} is not allowed; expected an integer >= 1")
+    path = resolve_checkpoint(target)
+    data = load_checkpoint(path)
+    try:
+        config = Config.from_dict(data["config"])
+        model = build_model(config, int(data["obs_dim"]), int(data["n_actions"]))
+        model.load_state_dict(data["model_state"])
+    except (KeyError, TypeError, RuntimeError) as exc:
+        raise BadInput(f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})") from None
+    model.eval()
+    returns, lengths = play_greedy(model, config.env_id, episodes, seed)
+    result = {
+        "checkpoint": str(path), "env_id": config.env_id, "episodes": episodes,
+        "mean_return": float(returns.mean()), "std_return": float(returns.std()),
+        "min_return": float(returns.min()), "max_return": float(returns.max()),
+        "mean_length": float(lengths.mean()), "seed": seed,
+    }
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        click.echo(f"{config.env_id}: mean return {result['mean_return']:.2f} ± {result['std_return']:.2f} "
+                   f"over {episodes} episodes (min {result['min_return']:.1f}, max {result['max_return']:.1f}) "
+                   f"— {path}")
+
+
+@cli.command("config-keys")
+def config_keys() -> None:
+    """List every config field that --set accepts, with its default and help."""
+    from dataclasses import MISSING, fields
+
+    from a3c.config import Config
+
+    for f in fields(Config):
+        if f.name == "env_id":
+            continue
+        default = f.default if f.default is not MISSING else "-"
+        click.echo(f"{f.name:<16} {default!s:<10} {f.metadata.get('help', '')}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the click group; turn bad input of any kind into one line and exit code 2."""
+    try:
+        cli.main(args=argv, prog_name="a3c", standalone_mode=False)
+    except BAD_INPUT as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except SystemExit:
+        raise

@@ -1,0 +1,156 @@
+"""The resolved training config: a frozen dataclass with one help line per field, and how it is built.
+
+Precedence, lowest first: the dataclass defaults, values derived from the env (target from its spec's
+``reward_threshold``), the env's preset (``envs/presets/<env-id>.toml``), then command-line options and
+``--set key=value``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from a3c.errors import BadInput
+from envs import EnvInfo, load_preset
+
+
+@dataclass(frozen=True)
+class Config:
+    env_id: str = field(metadata={"help": "Gymnasium env id"})
+    seed: int = field(default=0, metadata={"help": "seed of every random stream of the run"})
+    workers: int = field(default=2, metadata={"help": "worker processes (each with its own envs)"})
+    envs_per_worker: int = field(default=1, metadata={"help": "envs each worker steps as one batch"})
+    t_max: int = field(default=20, metadata={"help": "rollout length: env steps per env between updates"})
+    gamma: float = field(default=0.99, metadata={"help": "discount factor, in (0, 1]"})
+    gae_lambda: float = field(default=1.0, metadata={"help": "GAE λ in [0, 1]; 1 = n-step returns (A3C paper)"})
+    optimizer: str = field(default="adam", metadata={"help": "shared optimizer: adam or rmsprop"})
+    lr: float = field(default=1e-3, metadata={"help": "learning rate, > 0"})
+    optimizer_eps: float = field(default=1e-8, metadata={"help": "optimizer epsilon, > 0"})
+    value_coef: float = field(default=0.5, metadata={"help": "weight of the value loss"})
+    entropy_coef: float = field(default=0.01, metadata={"help": "weight of the entropy bonus"})
+    max_grad_norm: float = field(default=0.5, metadata={"help": "global gradient-norm clip; <= 0 disables"})
+    hidden_sizes: tuple[int, ...] = field(default=(64, 64), metadata={"help": "hidden layer widths, e.g. 64,64"})
+    shared_body: bool = field(default=False, metadata={"help": "one body for policy and value heads"})
+    max_steps: int | None = field(default=None, metadata={"help": "stop after this many env steps (all workers)"})
+    max_seconds: float | None = field(default=None, metadata={"help": "stop after this many seconds"})
+    target_return: float | None = field(
+        default=None, metadata={"help": "stop when the evaluator's mean return reaches this"}
+    )
+    eval_interval: float = field(default=2.0, metadata={"help": "seconds between evaluations"})
+    eval_episodes: int = field(default=10, metadata={"help": "greedy episodes per evaluation"})
+
+    def validate(self) -> Config:
+        """Raise BadInput naming the first invalid field, its value and what is allowed; return self."""
+        checks: list[tuple[str, bool, str]] = [
+            ("workers", self.workers >= 1, "an integer >= 1"),
+            ("envs_per_worker", self.envs_per_worker >= 1, "an integer >= 1"),
+            ("t_max", self.t_max >= 1, "an integer >= 1"),
+            ("gamma", 0 < self.gamma <= 1, "a number in (0, 1]"),
+            ("gae_lambda", 0 <= self.gae_lambda <= 1, "a number in [0, 1]"),
+            ("optimizer", self.optimizer in ("adam", "rmsprop"), "adam or rmsprop"),
+            ("lr", self.lr > 0 and math.isfinite(self.lr), "a finite number > 0"),
+            ("optimizer_eps", self.optimizer_eps > 0, "a number > 0"),
+            ("value_coef", self.value_coef >= 0, "a number >= 0"),
+            ("entropy_coef", self.entropy_coef >= 0, "a number >= 0"),
+            ("hidden_sizes", len(self.hidden_sizes) >= 1 and min(self.hidden_sizes) >= 1,
+             "one or more integers >= 1, e.g. 64,64"),
+            ("max_steps", self.max_steps is None or self.max_steps >= 1, "an integer >= 1"),
+            ("max_seconds", self.max_seconds is None or self.max_seconds > 0, "a number > 0"),
+            ("eval_interval", self.eval_interval > 0, "a number of seconds > 0"),
+            ("eval_episodes", self.eval_episodes >= 1, "an integer >= 1"),
+        ]
+        for name, ok, allowed in checks:
+            if not ok:
+                raise BadInput(f"{name}: {getattr(self, name)!r} is not allowed; expected {allowed}")
+        return self
+
+    @property
+    def steps_per_update(self) -> int:
+        """Env steps one worker update consumes: t_max × envs_per_worker."""
+        return self.t_max * self.envs_per_worker
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Config:
+        """Rebuild a config saved with ``to_dict`` (e.g. from a checkpoint); unknown keys are an error."""
+        return cls(**{k: _coerce(k, v) for k, v in _known(values, "config").items()})
+
+
+FIELD_NAMES = tuple(f.name for f in fields(Config))
+_TYPES = typing.get_type_hints(Config)
+
+
+def _known(values: dict[str, Any], source: str) -> dict[str, Any]:
+    unknown = sorted(set(values) - set(FIELD_NAMES))
+    if unknown:
+        raise BadInput(f"{source}: unknown key {unknown[0]!r}; allowed: {', '.join(FIELD_NAMES)}")
+    return values
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Turn ``value`` (a TOML/JSON value or a command-line string) into the type of field ``name``."""
+    hint = _TYPES[name]
+    optional = isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint)
+    base = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint
+    if optional and (value is None or (isinstance(value, str) and value.lower() in ("none", "null", ""))):
+        return None
+    try:
+        if base is bool:
+            if isinstance(value, str):
+                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError
+                return value.lower() in ("true", "1", "yes")
+            return bool(value)
+        if typing.get_origin(base) is tuple:
+            items = value.split(",") if isinstance(value, str) else value
+            return tuple(int(x) for x in items)
+        if base is int and isinstance(value, float | str) and float(value) != int(float(value)):
+            raise ValueError
+        return base(float(value)) if base is int else base(value)
+    except (TypeError, ValueError):
+        kind = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
+            base, "comma-separated integers"
+        )
+        raise BadInput(f"{name}: {value!r} is not allowed; expected {kind}") from None
+
+
+def parse_set(items: tuple[str, ...]) -> dict[str, Any]:
+    """``("lr=3e-4", "hidden_sizes=128,128")`` → typed overrides; unknown keys and bad values are BadInput."""
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise BadInput(f"--set: {item!r} is not allowed; expected key=value")
+        if key not in FIELD_NAMES or key == "env_id":
+            allowed = ", ".join(n for n in FIELD_NAMES if n != "env_id")
+            raise BadInput(f"--set: unknown key {key!r}; allowed: {allowed}")
+        overrides[key] = _coerce(key, raw.strip())
+    return overrides
+
+
+def env_defaults(info: EnvInfo) -> dict[str, Any]:
+    """Defaults derived from the env itself, for envs without a preset: the target from its spec."""
+    return {"target_return": info.reward_threshold}
+
+
+def resolve_config(info: EnvInfo, options: dict[str, Any], overrides: dict[str, Any]) -> Config:
+    """Build and validate the config of a run.
+
+    Args:
+        info: the inspected env.
+        options: command-line options that were given (None values mean "not given").
+        overrides: typed ``--set`` values; they win over everything.
+    """
+    values: dict[str, Any] = {"env_id": info.env_id, **env_defaults(info)}
+    preset = load_preset(info.env_id) or {}
+    values.update({k: _coerce(k, v) for k, v in _known(preset, f"preset of {info.env_id}").items()})
+    values.update({k: v for k, v in options.items() if v is not None})
+    values.update(overrides)
+    return Config(**values).validate()

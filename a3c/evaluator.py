@@ -1,0 +1,130 @@
+"""The evaluator: greedy episodes from a copy of the shared weights, eval.csv, best.pt, the stop at target.
+
+``Evaluator`` does the work; ``evaluator_main`` is the thin process shell around it. The evaluator only
+reads the shared weights (DESIGN invariant 6) and plays on a seed stream no worker uses.
+"""
+
+from __future__ import annotations
+
+import copy
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from a3c.config import Config
+from a3c.model import ActorCritic
+from a3c.records import ErrorRecord, EvalRecord
+from a3c.runs import EVAL_COLUMNS, CsvLog, save_checkpoint
+from a3c.shared import Counters, StopReason, StopSignal
+from a3c.update import pull_weights
+from envs import make_vector_env
+
+
+@torch.inference_mode()
+def play_greedy(
+    model: ActorCritic, env_id: str, episodes: int, seed: int, should_stop: Callable[[], bool] = lambda: False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Play ``episodes`` greedy (argmax) episodes at once, one per env of a vector env.
+
+    Env i is seeded ``seed + i``. Returns (returns [episodes], lengths [episodes]); on ``should_stop``
+    (checked every step) it returns early with the partial episodes.
+    """
+    envs = make_vector_env(env_id, episodes)
+    try:
+        obs, _ = envs.reset(seed=seed)
+        returns = np.zeros(episodes, np.float64)
+        lengths = np.zeros(episodes, np.int64)
+        running = np.ones(episodes, bool)
+        while running.any() and not should_stop():
+            actions = model.policy_logits(torch.as_tensor(obs, dtype=torch.float32)).argmax(-1).numpy()
+            obs, rewards, terminated, truncated, _ = envs.step(actions)
+            returns += np.where(running, rewards, 0.0)
+            lengths += running
+            running &= ~(terminated | truncated)
+        return returns, lengths
+    finally:
+        envs.close()
+
+
+class Evaluator:
+    """Evaluates the shared model on demand and keeps the run's eval.csv and best.pt.
+
+    Args:
+        config: the run's config (target_return, eval_episodes, env id).
+        shared_model: the global model; only read.
+        counters: the shared step/update counters (to stamp each evaluation).
+        run_dir: where eval.csv and checkpoints/best.pt go.
+        seed: this evaluator's seed stream.
+        start_time: ``time.time()`` at the start of the run.
+        obs_dim, n_actions: saved in best.pt so ``a3c evaluate`` can rebuild the model.
+    """
+
+    def __init__(self, config: Config, shared_model: ActorCritic, counters: Counters, run_dir: Path, seed: int,
+                 start_time: float, obs_dim: int, n_actions: int):
+        self.config = config
+        self.shared_model = shared_model
+        self.model = copy.deepcopy(shared_model)
+        self.counters = counters
+        self.run_dir = run_dir
+        self.rng = np.random.default_rng(seed)
+        self.start_time = start_time
+        self.dims = {"obs_dim": obs_dim, "n_actions": n_actions}
+        self.best_mean = -float("inf")
+        self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
+        self.cpu_start = time.process_time()  # so start-up imports do not count as evaluation cost
+
+    def evaluate(self, should_stop: Callable[[], bool] = lambda: False) -> EvalRecord | None:
+        """One evaluation of the current shared weights; None when ``should_stop`` cut it short."""
+        global_step, updates = self.counters.total_steps, self.counters.total_updates
+        pull_weights(self.model, self.shared_model)
+        seed = int(self.rng.integers(2**31 - 1 - self.config.eval_episodes))
+        returns, lengths = play_greedy(self.model, self.config.env_id, self.config.eval_episodes, seed, should_stop)
+        if should_stop():
+            return None
+        wall_time = time.time() - self.start_time
+        mean = float(returns.mean())
+        row = (round(wall_time, 3), global_step, updates, mean, float(returns.std()), float(returns.min()),
+               float(returns.max()), float(lengths.mean()), len(returns))
+        self.log.write(row)
+        if mean > self.best_mean:
+            self.best_mean = mean
+            save_checkpoint(self.run_dir / "checkpoints" / "best.pt", {
+                "config": self.config.to_dict(), **self.dims, "model_state": self.model.state_dict(),
+                "global_step": global_step, "updates": updates, "wall_time": wall_time, "mean_return": mean,
+            })
+        target = self.config.target_return
+        solved = target is not None and mean >= target
+        return EvalRecord(*row, cpu_s=time.process_time() - self.cpu_start, best_mean_return=self.best_mean, solved=solved)
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def evaluator_main(config: Config, shared_model: ActorCritic, counters: Counters, stop: StopSignal, queue,
+                   run_dir: Path, seed: int, start_time: float, obs_dim: int, n_actions: int) -> None:
+    """Process shell: evaluate every ``eval_interval`` s; stop the run at the target; a last one at budget end."""
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the trainer handles Ctrl-C and tells us through ``stop``
+    try:
+        evaluator = Evaluator(config, shared_model, counters, run_dir, seed, start_time, obs_dim, n_actions)
+        interrupted = lambda: stop.is_set() and not stop.reason.is_budget  # noqa: E731
+        while not stop.wait(timeout=config.eval_interval):
+            record = evaluator.evaluate(stop.is_set)
+            if record is not None:
+                queue.put(record)
+                if record.solved:
+                    stop.stop(StopReason.SOLVED)
+        if stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS):
+            record = evaluator.evaluate(interrupted)
+            if record is not None:
+                queue.put(record)
+        evaluator.close()
+    except BaseException:
+        queue.put(ErrorRecord("evaluator", traceback.format_exc()))
+        sys.exit(1)

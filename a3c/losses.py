@@ -1,0 +1,63 @@
+"""The advantage actor-critic loss, one small function per term (means over the N samples of a segment)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+def policy_gradient_loss(log_probs: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
+    """-E[log π(a|s) · A]; ``log_probs`` [N] of the taken actions, ``advantages`` [N] (no gradient)."""
+    return -(log_probs * advantages.detach()).mean()
+
+
+def value_loss(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
+    """Mean squared error between V(s) [N] and the value targets [N] (no gradient through the targets)."""
+    return F.mse_loss(values, returns.detach())
+
+
+def categorical_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Mean entropy of the categorical policies given by ``logits`` [N, A]."""
+    log_p = F.log_softmax(logits, dim=-1)
+    return -(log_p.exp() * log_p).sum(-1).mean()
+
+
+@dataclass(frozen=True)
+class LossTerms:
+    """The total loss (with gradient) and its parts as floats for metrics."""
+
+    total: torch.Tensor
+    policy: float
+    value: float
+    entropy: float
+
+
+def actor_critic_loss(
+    logits: torch.Tensor,
+    values: torch.Tensor,
+    actions: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    value_coef: float,
+    entropy_coef: float,
+) -> LossTerms:
+    """policy-gradient term + value_coef × value loss − entropy_coef × entropy.
+
+    Args:
+        logits: [N, A] policy logits. values: [N] V(s). actions: [N] int64 taken actions.
+        advantages: [N]. returns: [N] value targets.
+    """
+    log_probs = F.log_softmax(logits, dim=-1).gather(1, actions.unsqueeze(1)).squeeze(1)
+    pg = policy_gradient_loss(log_probs, advantages)
+    vl = value_loss(values, returns)
+    ent = categorical_entropy(logits)
+    total = pg + value_coef * vl - entropy_coef * ent
+    return LossTerms(total=total, policy=pg.item(), value=vl.item(), entropy=ent.item())
+
+
+def clip_grad_norm(parameters, max_norm: float) -> float:
+    """Clip the global gradient norm in place to ``max_norm`` (≤ 0 disables); returns the norm before clipping."""
+    limit = max_norm if max_norm > 0 else float("inf")
+    return float(torch.nn.utils.clip_grad_norm_(parameters, limit))

@@ -1,0 +1,53 @@
+"""Actor-critic MLP for discrete actions: policy logits and a state value from flat observations."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+
+def _mlp(in_dim: int, hidden_sizes: Sequence[int]) -> tuple[nn.Sequential, int]:
+    layers: list[nn.Module] = []
+    for size in hidden_sizes:
+        layers += [_orthogonal(nn.Linear(in_dim, size), math.sqrt(2)), nn.Tanh()]
+        in_dim = size
+    return nn.Sequential(*layers), in_dim
+
+
+def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
+    # Orthogonal init with a small policy-head gain (as in SB3 and CleanRL): a near-uniform first policy.
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class ActorCritic(nn.Module):
+    """π(a|s) as logits and V(s), with one shared body or separate policy and value bodies.
+
+    Args:
+        obs_dim: length of the flat observation.
+        n_actions: number of discrete actions.
+        hidden_sizes: widths of the hidden tanh layers of each body.
+        shared_body: one body feeds both heads (fewer FLOPs) instead of two separate bodies.
+    """
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden_sizes: Sequence[int] = (64, 64), shared_body: bool = False):
+        super().__init__()
+        self.shared_body = shared_body
+        self.policy_body, width = _mlp(obs_dim, hidden_sizes)
+        self.value_body = self.policy_body if shared_body else _mlp(obs_dim, hidden_sizes)[0]
+        self.policy_head = _orthogonal(nn.Linear(width, n_actions), 0.01)
+        self.value_head = _orthogonal(nn.Linear(width, 1), 1.0)
+
+    def policy_logits(self, obs: torch.Tensor) -> torch.Tensor:
+        """[N, obs_dim] → [N, A] logits (the rollout needs no value)."""
+        return self.policy_head(self.policy_body(obs))
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[N, obs_dim] → (logits [N, A], values [N])."""
+        policy_features = self.policy_body(obs)
+        value_features = policy_features if self.shared_body else self.value_body(obs)
+        return self.policy_head(policy_features), self.value_head(value_features).squeeze(-1)

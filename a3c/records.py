@@ -1,0 +1,39 @@
+"""Small plain records that children send to the trainer over a SimpleQueue (never tensors)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class EpisodeRecord(NamedTuple):
+    """A finished training episode (one row of episodes.csv)."""
+
+    wall_time: float
+    global_step: int
+    worker: int
+    episode_return: float
+    length: int
+
+
+class EvalRecord(NamedTuple):
+    """One evaluation (one row of eval.csv), plus the evaluator's CPU seconds so far and the best mean."""
+
+    wall_time: float
+    global_step: int
+    updates: int
+    mean_return: float
+    std_return: float
+    min_return: float
+    max_return: float
+    mean_length: float
+    episodes: int
+    cpu_s: float
+    best_mean_return: float
+    solved: bool
+
+
+class ErrorRecord(NamedTuple):
+    """A child's failure: who (e.g. "worker 1") and the formatted traceback."""
+
+    source: str
+    traceback: str

@@ -1,0 +1,168 @@
+"""State that lives in shared memory: optimizers whose state every worker updates, and exact counters.
+
+Both optimizers create their whole state eagerly in ``__init__`` and move it to shared memory, so the state
+exists before any child starts and a child that steps them writes the very tensors the parent and the other
+workers see. Steps are lock-free (Hogwild): workers race on parameters and moments on purpose.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+
+
+class SharedAdam(torch.optim.Optimizer):
+    """Adam (Kingma & Ba 2015) with ``step``, ``exp_avg`` and ``exp_avg_sq`` in shared memory.
+
+    The update is torch.optim.Adam's (no amsgrad, no weight decay); the bias correction uses the shared
+    per-parameter ``step``, so it counts every worker's updates, not one process's.
+    """
+
+    def __init__(self, params: Iterable[nn.Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["step"] = torch.zeros((), dtype=torch.float64).share_memory_()
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format).share_memory_()
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format).share_memory_()
+
+    @torch.no_grad()
+    def step(self, closure=None):  # noqa: D102 - torch.optim API
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad
+                state = self.state[p]
+                state["step"] += 1
+                step = state["step"].item()
+                state["exp_avg"].lerp_(grad, 1 - beta1)
+                state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                bias_correction1 = 1 - beta1**step
+                bias_correction2_sqrt = math.sqrt(1 - beta2**step)
+                denom = (state["exp_avg_sq"].sqrt() / bias_correction2_sqrt).add_(group["eps"])
+                p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / bias_correction1)
+        return None
+
+
+class SharedRMSprop(torch.optim.Optimizer):
+    """RMSProp with the running mean of squared gradients shared by all workers ("shared RMSProp" of the
+    A3C paper, Mnih et al. 2016, which found it more robust than per-worker statistics).
+
+    The update is torch.optim.RMSprop's (not centered, no momentum): θ ← θ − lr · g / (√E[g²] + eps).
+    """
+
+    def __init__(self, params: Iterable[nn.Parameter], lr: float = 7e-4, alpha: float = 0.99, eps: float = 1e-5):
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps))
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                state["step"] = torch.zeros((), dtype=torch.float64).share_memory_()
+                state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format).share_memory_()
+
+    @torch.no_grad()
+    def step(self, closure=None):  # noqa: D102 - torch.optim API
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                state["step"] += 1
+                square_avg = state["square_avg"]
+                square_avg.mul_(group["alpha"]).addcmul_(p.grad, p.grad, value=1 - group["alpha"])
+                p.addcdiv_(p.grad, square_avg.sqrt().add_(group["eps"]), value=-group["lr"])
+        return None
+
+
+def make_optimizer(name: str, params: Iterable[nn.Parameter], lr: float, eps: float) -> torch.optim.Optimizer:
+    """The shared optimizer called ``name`` ("adam" or "rmsprop")."""
+    if name == "adam":
+        return SharedAdam(params, lr=lr, eps=eps)
+    if name == "rmsprop":
+        return SharedRMSprop(params, lr=lr, eps=eps)
+    raise ValueError(f"optimizer: {name!r} is not one of adam, rmsprop")
+
+
+def shared_tensors(model: nn.Module, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    """Every tensor that must be in shared memory: parameters and optimizer state."""
+    tensors = list(model.parameters())
+    for state in optimizer.state.values():
+        tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
+    return tensors
+
+
+def assert_shared(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """Raise if any parameter or optimizer-state tensor is not in shared memory (asserted, not assumed)."""
+    private = [t.shape for t in shared_tensors(model, optimizer) if not t.is_shared()]
+    if private:
+        raise RuntimeError(f"{len(private)} tensors are not in shared memory: {private}")
+
+
+class Counters:
+    """Exact counts without a lock: worker i writes only slot i of each int64 vector; readers sum.
+
+    ``steps[i]`` env steps and ``updates[i]`` optimizer updates done by worker i.
+    """
+
+    def __init__(self, num_workers: int):
+        self.steps = torch.zeros(num_workers, dtype=torch.int64).share_memory_()
+        self.updates = torch.zeros(num_workers, dtype=torch.int64).share_memory_()
+
+    def add(self, worker: int, steps: int) -> None:
+        """Record one update of ``steps`` env steps by ``worker`` (its own slots only)."""
+        self.steps[worker] += steps
+        self.updates[worker] += 1
+
+    @property
+    def total_steps(self) -> int:
+        return int(self.steps.sum())
+
+    @property
+    def total_updates(self) -> int:
+        return int(self.updates.sum())
+
+
+class StopReason(enum.IntEnum):
+    """Why a run stops; the first reason set wins."""
+
+    RUNNING = 0
+    SOLVED = 1
+    MAX_STEPS = 2
+    MAX_SECONDS = 3
+    INTERRUPTED = 4
+    FAILED = 5
+
+    @property
+    def is_budget(self) -> bool:
+        return self in (StopReason.SOLVED, StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
+
+
+class StopSignal:
+    """A stop event that every process waits on, with the reason in a shared int64."""
+
+    def __init__(self, event):
+        self.event = event
+        self._reason = torch.zeros((), dtype=torch.int64).share_memory_()
+
+    def stop(self, reason: StopReason) -> None:
+        """Set the stop, keeping the first reason (a race between two setters may keep either)."""
+        if not self.event.is_set():
+            self._reason.fill_(int(reason))
+            self.event.set()
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        return self.event.wait(timeout)
+
+    @property
+    def reason(self) -> StopReason:
+        return StopReason(int(self._reason))

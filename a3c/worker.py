@@ -1,0 +1,50 @@
+"""The worker process shell: a Learner in a loop, its counts in its own shared slots, episodes to the trainer."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+import traceback
+
+import torch
+
+from a3c.config import Config
+from a3c.learner import Learner
+from a3c.model import ActorCritic
+from a3c.records import EpisodeRecord, ErrorRecord
+from a3c.shared import Counters, StopReason, StopSignal
+
+
+def run_learner(worker_id: int, learner: Learner, counters: Counters, stop: StopSignal, emit, start_time: float,
+                max_updates: int | None = None) -> None:
+    """Update until the run stops (or ``max_updates``), counting steps and emitting finished episodes."""
+    max_steps = learner.config.max_steps
+    done = 0
+    while not stop.is_set() and (max_updates is None or done < max_updates):
+        result = learner.update()
+        counters.add(worker_id, result.steps)
+        done += 1
+        global_step = counters.total_steps
+        wall_time = round(time.time() - start_time, 3)
+        for ep in result.episodes:
+            emit(EpisodeRecord(wall_time, global_step, worker_id, ep.episode_return, ep.length))
+        if max_steps is not None and global_step >= max_steps:
+            stop.stop(StopReason.MAX_STEPS)
+
+
+def worker_main(worker_id: int, config: Config, shared_model: ActorCritic, optimizer: torch.optim.Optimizer,
+                counters: Counters, stop: StopSignal, queue, seed: int, start_time: float) -> None:
+    """Process target of worker ``worker_id``; on any error it reports the traceback and exits 1."""
+    torch.set_num_threads(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the trainer handles Ctrl-C and tells us through ``stop``
+    learner = None
+    try:
+        learner = Learner(config, shared_model, optimizer, seed)
+        run_learner(worker_id, learner, counters, stop, queue.put, start_time)
+    except BaseException:
+        queue.put(ErrorRecord(f"worker {worker_id}", traceback.format_exc()))
+        sys.exit(1)
+    finally:
+        if learner is not None:
+            learner.close()
