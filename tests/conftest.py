@@ -1,0 +1,102 @@
+"""Helpers for tests that run ``a3c`` as a real command: a subprocess with the repo on PYTHONPATH."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def a3c_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def run_a3c(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``python -m a3c ARGS`` to completion (under a timeout) and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "a3c", *args], cwd=ROOT, env=a3c_env(), capture_output=True, text=True,
+        timeout=timeout,
+    )
+
+
+def popen_a3c(*args: str) -> subprocess.Popen:
+    """Start ``python -m a3c ARGS`` in its own session (so a test can signal it like a terminal would)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "a3c", *args], cwd=ROOT, env=a3c_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+
+
+def descendants(pid: int) -> set[int]:
+    """PIDs of every live (non-zombie) descendant of ``pid``, read from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if fields[0] != "Z":
+                parents[int(entry.name)] = int(fields[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still running (zombies count as gone)."""
+    live = set()
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.rindex(")") + 2] != "Z":
+            live.add(pid)
+    return live
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    return tmp_path / "run"
+
+
+def wait_until(proc: subprocess.Popen, condition, timeout: float) -> None:
+    """Block until ``condition()`` holds, checking every 50 ms; fail if ``proc`` exits or time runs out."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        try:
+            code = proc.wait(timeout=0.05)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is not None:
+            out, err = proc.communicate(timeout=10)
+            pytest.fail(f"a3c exited with {code} before the condition held\n{out}\n{err}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout} s")
+
+
+def data_rows(path: Path) -> int:
+    """Rows after the header of a CSV file (0 when it does not exist yet)."""
+    try:
+        return max(0, len(path.read_text().splitlines()) - 1)
+    except OSError:
+        return 0

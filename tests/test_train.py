@@ -1,0 +1,126 @@
+"""End-to-end runs of ``a3c train`` as a real command: spawned workers, the run-dir contract, stopping."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import time
+
+import pytest
+import torch
+
+from a3c.runs import EPISODE_COLUMNS, EVAL_COLUMNS
+from tests.conftest import alive, data_rows, descendants, popen_a3c, read_json, run_a3c, wait_until
+
+pytestmark = pytest.mark.slow
+
+SUMMARY_KEYS = {
+    "env_id", "solved", "target_return", "time_to_solve_s", "steps_to_solve", "total_steps", "wall_s",
+    "steps_per_s", "best_mean_return", "exit_reason",
+}
+
+
+def header(path) -> tuple[str, ...]:
+    with path.open() as f:
+        return tuple(next(csv.reader(f)))
+
+
+def test_cartpole_solves_with_two_spawned_workers(run_dir):
+    # The one wall-clock budget in the suite: a generous "does it learn at all" limit.
+    result = run_a3c("train", "--env", "CartPole-v1", "--workers", "2", "--seed", "0", "--run-dir", str(run_dir),
+                     "--max-seconds", "240", "--quiet", timeout=400)
+    assert result.returncode == 0, result.stderr
+    summary = read_json(run_dir / "summary.json")
+    assert SUMMARY_KEYS <= set(summary)
+    assert summary["solved"] is True and summary["exit_reason"] == "solved"
+    assert summary["best_mean_return"] >= 475
+    assert summary["steps_to_solve"] <= summary["total_steps"]
+    config = read_json(run_dir / "config.json")
+    assert config["env_id"] == "CartPole-v1" and config["workers"] == 2 and config["seed"] == 0
+    assert {"python", "torch", "gymnasium", "a3c"} <= set(config["versions"])
+    assert header(run_dir / "eval.csv") == EVAL_COLUMNS
+    assert header(run_dir / "episodes.csv") == EPISODE_COLUMNS
+    assert data_rows(run_dir / "eval.csv") >= 1 and data_rows(run_dir / "episodes.csv") >= 1
+    with (run_dir / "episodes.csv").open() as f:
+        workers = {int(row["worker"]) for row in csv.DictReader(f)}
+    assert workers == {0, 1}
+    assert (run_dir / "checkpoints" / "best.pt").is_file() and (run_dir / "checkpoints" / "last.pt").is_file()
+
+    evaluation = run_a3c("evaluate", str(run_dir / "checkpoints" / "best.pt"), "--episodes", "100", "--json")
+    assert evaluation.returncode == 0, evaluation.stderr
+    report = json.loads(evaluation.stdout)
+    assert report["episodes"] == 100 and report["mean_return"] >= 475, report
+
+
+def test_step_count_is_exact_with_two_spawned_workers(run_dir):
+    # FixedLength-v0 truncates every episode after exactly 10 steps and t_max = 10, so every segment ends on
+    # an episode boundary: the steps in episodes.csv must add up to the shared counters' total exactly.
+    result = run_a3c("train", "--env", "tests.testing_envs:FixedLength-v0", "--workers", "2", "--run-dir",
+                     str(run_dir), "--max-steps", "20000", "--set", "t_max=10", "--envs-per-worker", "2",
+                     "--target-return", "1000", "--quiet", timeout=300)
+    assert result.returncode == 0, result.stderr
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] == "max_steps" and summary["total_steps"] >= 20000
+    with (run_dir / "episodes.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert sum(int(r["length"]) for r in rows) == summary["total_steps"]
+    last = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert int(last["worker_steps"].sum()) == summary["total_steps"]
+    assert last["worker_steps"].tolist() == [u * 20 for u in last["worker_updates"].tolist()]
+    assert all(n > 0 for n in last["worker_updates"].tolist())
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_stops_within_5_s_and_leaves_no_child(run_dir, signum, code):
+    proc = popen_a3c("train", "--env", "CartPole-v1", "--workers", "2", "--run-dir", str(run_dir),
+                     "--max-seconds", "300", "--target-return", "1e9", "--quiet")
+    try:
+        wait_until(proc, lambda: data_rows(run_dir / "episodes.csv") >= 20, timeout=120)
+        children = descendants(proc.pid)
+        assert len(children) >= 3, children  # 2 workers + the evaluator (+ a resource tracker, maybe)
+        started = time.monotonic()
+        # SIGINT to the whole process group, as a terminal's Ctrl-C does; SIGTERM to the trainer alone.
+        os.killpg(proc.pid, signum) if signum == signal.SIGINT else proc.send_signal(signum)
+        returncode = proc.wait(timeout=15)
+        elapsed = time.monotonic() - started
+        assert returncode == code, proc.stderr.read()
+        assert elapsed <= 5.0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
+    assert not alive(children)
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] == signal.Signals(signum).name
+    assert (run_dir / "checkpoints" / "last.pt").is_file()
+
+
+def test_worker_failure_exits_1_naming_the_worker(run_dir):
+    proc = popen_a3c("train", "--env", "tests.testing_envs:Faulty-v0", "--workers", "2", "--run-dir",
+                     str(run_dir), "--eval-interval", "600", "--target-return", "1000", "--quiet")
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+    assert proc.returncode == 1, err
+    assert "worker" in err and "injected fault" in err
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"].startswith("failed: worker ")
+    assert not alive(descendants(proc.pid))
+
+
+def test_serial_mode_runs_the_same_learner_in_process(run_dir):
+    result = run_a3c("train", "--env", "tests.testing_envs:FixedLength-v0", "--serial", "--run-dir", str(run_dir),
+                     "--max-steps", "2000", "--eval-interval", "0.2", "--quiet", timeout=120)
+    assert result.returncode == 0, result.stderr
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] in ("max_steps", "solved") and summary["total_steps"] >= 2000
+    assert data_rows(run_dir / "eval.csv") >= 1
+    assert read_json(run_dir / "config.json")["workers"] == 1
+

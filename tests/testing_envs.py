@@ -1,0 +1,43 @@
+"""Test-only envs, made by id as ``tests.testing_envs:<Name>`` so spawned workers import them too.
+
+(Gymnasium imports the module before the ``:`` and looks the name up in its registry.)
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+
+class FixedLengthEnv(gym.Env):
+    """Never terminates; the TimeLimit of its registration cuts every episode after exactly 10 steps.
+
+    Reward 1 per step, so an episode's return equals its length.
+    """
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.np_random.uniform(-1, 1, 3).astype(np.float32), {}
+
+    def step(self, action):
+        return self.np_random.uniform(-1, 1, 3).astype(np.float32), 1.0, False, False, {}
+
+
+class FaultyEnv(FixedLengthEnv):
+    """Raises after 50 steps of one instance: a worker crash injected from inside its env."""
+
+    def __init__(self):
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps > 50:
+            raise RuntimeError("injected fault: FaultyEnv raised on purpose")
+        return super().step(action)
+
+
+gym.register("FixedLength-v0", entry_point=FixedLengthEnv, max_episode_steps=10)
+gym.register("Faulty-v0", entry_point=FaultyEnv, max_episode_steps=10)
