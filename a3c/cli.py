@@ -26,28 +26,65 @@ PRESET = "[default: the env's preset, else {}]"
 @cli.command()
 @click.option("--env", "env_id", required=True, help="Gymnasium env id, e.g. CartPole-v1.")
 @click.option("--workers", type=int, default=None, help="Worker processes. " + PRESET.format(2))
-@click.option("--envs-per-worker", type=int, default=None,
-              help="Envs each worker steps as one batch. " + PRESET.format(1))
+@click.option(
+    "--envs-per-worker",
+    type=int,
+    default=None,
+    help="Envs each worker steps as one batch. " + PRESET.format(1),
+)
 @click.option("--seed", type=int, default=0, help="Seed of every random stream of the run.")
-@click.option("--run-dir", type=click.Path(path_type=Path), default=None,
-              help="Where the run's files go.  [default: runs/<env-id>/<YYYYmmdd-HHMMSS>-s<seed>]")
+@click.option(
+    "--run-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where the run's files go.  [default: runs/<env-id>/<YYYYmmdd-HHMMSS>-s<seed>]",
+)
 @click.option("--force", is_flag=True, help="Replace an existing run in --run-dir.")
-@click.option("--max-steps", type=int, default=None, help="Stop after this many env steps.  [default: no limit]")
-@click.option("--max-seconds", type=float, default=None, help="Stop after this many seconds.  [default: no limit]")
-@click.option("--target-return", type=float, default=None,
-              help="Stop when the evaluator's mean return reaches this. "
-                   "[default: the preset's, else the env spec's reward_threshold]")
-@click.option("--eval-interval", type=float, default=None, help="Seconds between evaluations. " + PRESET.format(2.0))
-@click.option("--eval-episodes", type=int, default=None, help="Greedy episodes per evaluation. " + PRESET.format(10))
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override any config field (repeatable), e.g. --set lr=3e-4 --set hidden_sizes=128,128. "
-                   "Keys: see `a3c config-keys`.")
+@click.option(
+    "--max-steps", type=int, default=None, help="Stop after this many env steps.  [default: no limit]"
+)
+@click.option(
+    "--max-seconds", type=float, default=None, help="Stop after this many seconds.  [default: no limit]"
+)
+@click.option(
+    "--target-return",
+    type=float,
+    default=None,
+    help="Stop when the evaluator's mean return reaches this. "
+    "[default: the preset's, else the env spec's reward_threshold]",
+)
+@click.option(
+    "--eval-interval", type=float, default=None, help="Seconds between evaluations. " + PRESET.format(2.0)
+)
+@click.option(
+    "--eval-episodes", type=int, default=None, help="Greedy episodes per evaluation. " + PRESET.format(10)
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override any config field (repeatable), e.g. --set lr=3e-4 --set hidden_sizes=128,128. "
+    "Keys: see `a3c config-keys`.",
+)
 @click.option("--serial", is_flag=True, help="One worker in this process, no spawn (debugging, tests).")
 @click.option("--quiet", is_flag=True, help="No live progress display.")
-def train(env_id: str, workers: int | None, envs_per_worker: int | None, seed: int, run_dir: Path | None,
-          force: bool, max_steps: int | None, max_seconds: float | None, target_return: float | None,
-          eval_interval: float | None, eval_episodes: int | None, overrides: tuple[str, ...], serial: bool,
-          quiet: bool) -> None:
+def train(
+    env_id: str,
+    workers: int | None,
+    envs_per_worker: int | None,
+    seed: int,
+    run_dir: Path | None,
+    force: bool,
+    max_steps: int | None,
+    max_seconds: float | None,
+    target_return: float | None,
+    eval_interval: float | None,
+    eval_episodes: int | None,
+    overrides: tuple[str, ...],
+    serial: bool,
+    quiet: bool,
+) -> None:
     """Train on ENV until the target return, a budget, Ctrl-C or SIGTERM.
 
     Exit codes: 0 finished (solved or budget spent), 1 failure, 2 bad input, 130 SIGINT, 143 SIGTERM.
@@ -61,9 +98,16 @@ def train(env_id: str, workers: int | None, envs_per_worker: int | None, seed: i
         raise BadInput(f"--workers: {workers} is not allowed with --serial; expected 1")
     parsed = parse_set(overrides)
     info = inspect_env(env_id)
-    options = {"workers": 1 if serial else workers, "envs_per_worker": envs_per_worker, "seed": seed,
-               "max_steps": max_steps, "max_seconds": max_seconds, "target_return": target_return,
-               "eval_interval": eval_interval, "eval_episodes": eval_episodes}
+    options = {
+        "workers": 1 if serial else workers,
+        "envs_per_worker": envs_per_worker,
+        "seed": seed,
+        "max_steps": max_steps,
+        "max_seconds": max_seconds,
+        "target_return": target_return,
+        "eval_interval": eval_interval,
+        "eval_episodes": eval_episodes,
+    }
     config = resolve_config(info, options, parsed)
     if serial and config.workers != 1:
         raise BadInput(f"workers: {config.workers} is not allowed with --serial; expected 1")
@@ -76,10 +120,12 @@ def train(env_id: str, workers: int | None, envs_per_worker: int | None, seed: i
 @cli.command()
 @click.argument("target", type=click.Path(path_type=Path), metavar="RUN_DIR|CHECKPOINT")
 @click.option("--episodes", type=int, default=10, help="Greedy episodes to play.")
-@click.option("--seed", type=int, default=12345, help="Seed of the evaluation episodes (episode i gets seed + i).")
+@click.option(
+    "--seed", type=int, default=12345, help="Seed of the evaluation episodes (episode i gets seed + i)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
-    """Play greedy episodes with a checkpoint (a run dir means its checkpoints/best.pt) and report the return."""
+    """Play greedy episodes with a checkpoint (a run dir: its checkpoints/best.pt) and report the return."""
     from a3c.config import Config
     from a3c.evaluator import play_greedy
     from a3c.learner import build_model
@@ -94,21 +140,30 @@ def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
         model = build_model(config, int(data["obs_dim"]), int(data["n_actions"]))
         model.load_state_dict(data["model_state"])
     except (KeyError, TypeError, RuntimeError) as exc:
-        raise BadInput(f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})") from None
+        raise BadInput(
+            f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})"
+        ) from None
     model.eval()
     returns, lengths = play_greedy(model, config.env_id, episodes, seed)
     result = {
-        "checkpoint": str(path), "env_id": config.env_id, "episodes": episodes,
-        "mean_return": float(returns.mean()), "std_return": float(returns.std()),
-        "min_return": float(returns.min()), "max_return": float(returns.max()),
-        "mean_length": float(lengths.mean()), "seed": seed,
+        "checkpoint": str(path),
+        "env_id": config.env_id,
+        "episodes": episodes,
+        "mean_return": float(returns.mean()),
+        "std_return": float(returns.std()),
+        "min_return": float(returns.min()),
+        "max_return": float(returns.max()),
+        "mean_length": float(lengths.mean()),
+        "seed": seed,
     }
     if as_json:
         click.echo(json.dumps(result))
     else:
-        click.echo(f"{config.env_id}: mean return {result['mean_return']:.2f} ± {result['std_return']:.2f} "
-                   f"over {episodes} episodes (min {result['min_return']:.1f}, max {result['max_return']:.1f}) "
-                   f"— {path}")
+        click.echo(
+            f"{config.env_id}: mean return {result['mean_return']:.2f} ± {result['std_return']:.2f} "
+            f"over {episodes} episodes (min {result['min_return']:.1f}, max {result['max_return']:.1f}) "
+            f"— {path}"
+        )
 
 
 @cli.command("config-keys")

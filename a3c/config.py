@@ -26,16 +26,22 @@ class Config:
     envs_per_worker: int = field(default=1, metadata={"help": "envs each worker steps as one batch"})
     t_max: int = field(default=20, metadata={"help": "rollout length: env steps per env between updates"})
     gamma: float = field(default=0.99, metadata={"help": "discount factor, in (0, 1]"})
-    gae_lambda: float = field(default=1.0, metadata={"help": "GAE λ in [0, 1]; 1 = n-step returns (A3C paper)"})
+    gae_lambda: float = field(
+        default=1.0, metadata={"help": "GAE λ in [0, 1]; 1 = n-step returns (A3C paper)"}
+    )
     optimizer: str = field(default="adam", metadata={"help": "shared optimizer: adam or rmsprop"})
     lr: float = field(default=1e-3, metadata={"help": "learning rate, > 0"})
     optimizer_eps: float = field(default=1e-8, metadata={"help": "optimizer epsilon, > 0"})
     value_coef: float = field(default=0.5, metadata={"help": "weight of the value loss"})
     entropy_coef: float = field(default=0.01, metadata={"help": "weight of the entropy bonus"})
     max_grad_norm: float = field(default=0.5, metadata={"help": "global gradient-norm clip; <= 0 disables"})
-    hidden_sizes: tuple[int, ...] = field(default=(64, 64), metadata={"help": "hidden layer widths, e.g. 64,64"})
+    hidden_sizes: tuple[int, ...] = field(
+        default=(64, 64), metadata={"help": "hidden layer widths, e.g. 64,64"}
+    )
     shared_body: bool = field(default=False, metadata={"help": "one body for policy and value heads"})
-    max_steps: int | None = field(default=None, metadata={"help": "stop after this many env steps (all workers)"})
+    max_steps: int | None = field(
+        default=None, metadata={"help": "stop after this many env steps (all workers)"}
+    )
     max_seconds: float | None = field(default=None, metadata={"help": "stop after this many seconds"})
     target_return: float | None = field(
         default=None, metadata={"help": "stop when the evaluator's mean return reaches this"}
@@ -56,8 +62,11 @@ class Config:
             ("optimizer_eps", self.optimizer_eps > 0, "a number > 0"),
             ("value_coef", self.value_coef >= 0, "a number >= 0"),
             ("entropy_coef", self.entropy_coef >= 0, "a number >= 0"),
-            ("hidden_sizes", len(self.hidden_sizes) >= 1 and min(self.hidden_sizes) >= 1,
-             "one or more integers >= 1, e.g. 64,64"),
+            (
+                "hidden_sizes",
+                len(self.hidden_sizes) >= 1 and min(self.hidden_sizes) >= 1,
+                "one or more integers >= 1, e.g. 64,64",
+            ),
             ("max_steps", self.max_steps is None or self.max_steps >= 1, "an integer >= 1"),
             ("max_seconds", self.max_seconds is None or self.max_seconds > 0, "a number > 0"),
             ("eval_interval", self.eval_interval > 0, "a number of seconds > 0"),
@@ -110,14 +119,29 @@ def _coerce(name: str, value: Any) -> Any:
         if typing.get_origin(base) is tuple:
             items = value.split(",") if isinstance(value, str) else value
             return tuple(int(x) for x in items)
-        if base is int and isinstance(value, float | str) and float(value) != int(float(value)):
-            raise ValueError
-        return base(float(value)) if base is int else base(value)
-    except (TypeError, ValueError):
+        if base is int:
+            return _to_int(value)
+        return base(value)
+    except (TypeError, ValueError, OverflowError):
         kind = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
             base, "comma-separated integers"
         )
         raise BadInput(f"{name}: {value!r} is not allowed; expected {kind}") from None
+
+
+def _to_int(value: Any) -> int:
+    """An exact integer from 3, "3" or "1e6"; 2.5, "2.5" and inf are ValueError/OverflowError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    number = float(value)
+    if number != int(number):
+        raise ValueError(value)
+    return int(number)
 
 
 def parse_set(items: tuple[str, ...]) -> dict[str, Any]:

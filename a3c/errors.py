@@ -1,4 +1,4 @@
-"""The error every bad-input path raises: one line naming the field, the value and what is allowed (exit 2)."""
+"""The error of every bad-input path: one line naming the field, the value and what is allowed (exit 2)."""
 
 
 class BadInput(ValueError):

@@ -65,8 +65,17 @@ class Evaluator:
         obs_dim, n_actions: saved in best.pt so ``a3c evaluate`` can rebuild the model.
     """
 
-    def __init__(self, config: Config, shared_model: ActorCritic, counters: Counters, run_dir: Path, seed: int,
-                 start_time: float, obs_dim: int, n_actions: int):
+    def __init__(
+        self,
+        config: Config,
+        shared_model: ActorCritic,
+        counters: Counters,
+        run_dir: Path,
+        seed: int,
+        start_time: float,
+        obs_dim: int,
+        n_actions: int,
+    ):
         self.config = config
         self.shared_model = shared_model
         self.model = copy.deepcopy(shared_model)
@@ -84,31 +93,62 @@ class Evaluator:
         global_step, updates = self.counters.total_steps, self.counters.total_updates
         pull_weights(self.model, self.shared_model)
         seed = int(self.rng.integers(2**31 - 1 - self.config.eval_episodes))
-        returns, lengths = play_greedy(self.model, self.config.env_id, self.config.eval_episodes, seed, should_stop)
+        returns, lengths = play_greedy(
+            self.model, self.config.env_id, self.config.eval_episodes, seed, should_stop
+        )
         if should_stop():
             return None
         wall_time = time.time() - self.start_time
         mean = float(returns.mean())
-        row = (round(wall_time, 3), global_step, updates, mean, float(returns.std()), float(returns.min()),
-               float(returns.max()), float(lengths.mean()), len(returns))
+        row = (
+            round(wall_time, 3),
+            global_step,
+            updates,
+            mean,
+            float(returns.std()),
+            float(returns.min()),
+            float(returns.max()),
+            float(lengths.mean()),
+            len(returns),
+        )
         self.log.write(row)
         if mean > self.best_mean:
             self.best_mean = mean
-            save_checkpoint(self.run_dir / "checkpoints" / "best.pt", {
-                "config": self.config.to_dict(), **self.dims, "model_state": self.model.state_dict(),
-                "global_step": global_step, "updates": updates, "wall_time": wall_time, "mean_return": mean,
-            })
+            save_checkpoint(
+                self.run_dir / "checkpoints" / "best.pt",
+                {
+                    "config": self.config.to_dict(),
+                    **self.dims,
+                    "model_state": self.model.state_dict(),
+                    "global_step": global_step,
+                    "updates": updates,
+                    "wall_time": wall_time,
+                    "mean_return": mean,
+                },
+            )
         target = self.config.target_return
         solved = target is not None and mean >= target
-        return EvalRecord(*row, cpu_s=time.process_time() - self.cpu_start, best_mean_return=self.best_mean, solved=solved)
+        return EvalRecord(
+            *row, cpu_s=time.process_time() - self.cpu_start, best_mean_return=self.best_mean, solved=solved
+        )
 
     def close(self) -> None:
         self.log.close()
 
 
-def evaluator_main(config: Config, shared_model: ActorCritic, counters: Counters, stop: StopSignal, queue,
-                   run_dir: Path, seed: int, start_time: float, obs_dim: int, n_actions: int) -> None:
-    """Process shell: evaluate every ``eval_interval`` s; stop the run at the target; a last one at budget end."""
+def evaluator_main(
+    config: Config,
+    shared_model: ActorCritic,
+    counters: Counters,
+    stop: StopSignal,
+    queue,
+    run_dir: Path,
+    seed: int,
+    start_time: float,
+    obs_dim: int,
+    n_actions: int,
+) -> None:
+    """Process shell: evaluate every ``eval_interval`` s, stop the run at the target, a last one at budget end."""
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the trainer handles Ctrl-C and tells us through ``stop``
     try:

@@ -44,20 +44,26 @@ class Learner:
         seed: this worker's seed (envs get seed, seed+1, …; the action sampler and torch get it too).
     """
 
-    def __init__(self, config: Config, shared_model: ActorCritic, optimizer: torch.optim.Optimizer, seed: int):
+    def __init__(
+        self, config: Config, shared_model: ActorCritic, optimizer: torch.optim.Optimizer, seed: int
+    ):
         self.config = config
         self.shared_model = shared_model
         self.optimizer = optimizer
         self.local_model = copy.deepcopy(shared_model)
         torch.manual_seed(seed)
-        self.collector = RolloutCollector(make_vector_env(config.env_id, config.envs_per_worker), config.t_max, seed)
+        self.collector = RolloutCollector(
+            make_vector_env(config.env_id, config.envs_per_worker), config.t_max, seed
+        )
 
     def update(self) -> UpdateResult:
         """Run one full update and return what it did."""
         cfg = self.config
         pull_weights(self.local_model, self.shared_model)
         segment, episodes = self.collector.collect(self.local_model)
-        loss = segment_loss(self.local_model, segment, cfg.gamma, cfg.gae_lambda, cfg.value_coef, cfg.entropy_coef)
+        loss = segment_loss(
+            self.local_model, segment, cfg.gamma, cfg.gae_lambda, cfg.value_coef, cfg.entropy_coef
+        )
         grad_norm = compute_gradients(self.local_model, loss.total, cfg.max_grad_norm)
         hand_off_gradients(self.local_model, self.shared_model)
         self.optimizer.step()

@@ -34,7 +34,9 @@ class ActorCritic(nn.Module):
         shared_body: one body feeds both heads (fewer FLOPs) instead of two separate bodies.
     """
 
-    def __init__(self, obs_dim: int, n_actions: int, hidden_sizes: Sequence[int] = (64, 64), shared_body: bool = False):
+    def __init__(
+        self, obs_dim: int, n_actions: int, hidden_sizes: Sequence[int] = (64, 64), shared_body: bool = False
+    ):
         super().__init__()
         self.shared_body = shared_body
         self.policy_body, width = _mlp(obs_dim, hidden_sizes)

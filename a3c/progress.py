@@ -23,8 +23,15 @@ class Progress:
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.live = enabled and self.stream.isatty()
-        self.bar = tqdm(total=total_steps, unit="step", unit_scale=True, dynamic_ncols=True, file=self.stream,
-                        disable=not self.live, mininterval=0.5)
+        self.bar = tqdm(
+            total=total_steps,
+            unit="step",
+            unit_scale=True,
+            dynamic_ncols=True,
+            file=self.stream,
+            disable=not self.live,
+            mininterval=0.5,
+        )
         self.start = time.monotonic()
         self.last_plain = self.start
 
@@ -40,8 +47,11 @@ class Progress:
         elif time.monotonic() - self.last_plain >= PLAIN_EVERY_S:
             self.last_plain = time.monotonic()
             rate = steps / elapsed if elapsed > 0 else 0.0
-            print(f"[{elapsed:7.1f}s] steps {steps:,} | {rate:,.0f} steps/s | episodes {episodes} | {evals}",
-                  file=self.stream, flush=True)
+            print(
+                f"[{elapsed:7.1f}s] steps {steps:,} | {rate:,.0f} steps/s | episodes {episodes} | {evals}",
+                file=self.stream,
+                flush=True,
+            )
 
     def close(self) -> None:
         self.bar.close()

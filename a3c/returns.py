@@ -35,10 +35,9 @@ def gae(
     Returns:
         (advantages, returns), each [T, B]; ``returns = advantages + values`` is the value target.
     """
-    not_terminal = (~terminated).to(rewards.dtype)
     # The recursion must not run across an episode boundary of either kind.
     carries = (~(terminated | truncated)).to(rewards.dtype)
-    deltas = rewards + gamma * not_terminal * next_values - values
+    deltas = rewards + gamma * torch.where(terminated, 0.0, next_values) - values
     advantages = torch.empty_like(rewards)
     running = torch.zeros_like(rewards[0])
     for t in range(rewards.shape[0] - 1, -1, -1):

@@ -100,7 +100,9 @@ class RolloutCollector:
                 for i in np.flatnonzero(done):
                     if truncated[i]:
                         seg.final_obs[t, i] = info["final_obs"][i]
-                    finished.append(Episode(int(i), float(self.episode_returns[i]), int(self.episode_lengths[i])))
+                    finished.append(
+                        Episode(int(i), float(self.episode_returns[i]), int(self.episode_lengths[i]))
+                    )
                 self.episode_returns[done] = 0.0
                 self.episode_lengths[done] = 0
             self.obs = np.asarray(obs, dtype=np.float32)

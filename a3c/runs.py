@@ -25,8 +25,15 @@ from a3c.errors import BadInput
 CHECKPOINT_FORMAT = "a3c-checkpoint"
 CHECKPOINT_VERSION = 1
 EVAL_COLUMNS = (
-    "wall_time", "global_step", "updates", "mean_return", "std_return", "min_return", "max_return",
-    "mean_length", "episodes",
+    "wall_time",
+    "global_step",
+    "updates",
+    "mean_return",
+    "std_return",
+    "min_return",
+    "max_return",
+    "mean_length",
+    "episodes",
 )
 EPISODE_COLUMNS = ("wall_time", "global_step", "worker", "return", "length")
 
@@ -41,9 +48,13 @@ def check_run_dir(path: Path, force: bool) -> None:
     if not path.exists() or (path.is_dir() and not any(path.iterdir())):
         return
     if not force:
-        raise BadInput(f"--run-dir: {str(path)!r} already exists; pass --force to replace it, or choose another")
+        raise BadInput(
+            f"--run-dir: {str(path)!r} already exists; pass --force to replace it, or choose another"
+        )
     if not (path / "config.json").is_file():
-        raise BadInput(f"--run-dir: {str(path)!r} exists and is not a run directory; --force only replaces runs")
+        raise BadInput(
+            f"--run-dir: {str(path)!r} exists and is not a run directory; --force only replaces runs"
+        )
 
 
 def create_run_dir(path: Path, force: bool) -> Path:
@@ -81,15 +92,25 @@ def run_metadata(argv: Sequence[str] | None = None) -> dict[str, Any]:
     from a3c import __version__
 
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
-        ).stdout.strip() or None
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                cwd=Path(__file__).parent,
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         commit = None
     return {
         "versions": {
-            "python": platform.python_version(), "torch": torch.__version__, "gymnasium": gymnasium.__version__,
-            "numpy": numpy.__version__, "a3c": __version__,
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "gymnasium": gymnasium.__version__,
+            "numpy": numpy.__version__,
+            "a3c": __version__,
         },
         "git_commit": commit,
         "command": list(sys.argv if argv is None else argv),
@@ -143,7 +164,9 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BadInput(f"checkpoint: {str(path)!r} cannot be read ({first[:160]})") from None
     if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
-        raise BadInput(f"checkpoint: {str(path)!r} is not an a3c checkpoint (no format {CHECKPOINT_FORMAT!r})")
+        raise BadInput(
+            f"checkpoint: {str(path)!r} is not an a3c checkpoint (no format {CHECKPOINT_FORMAT!r})"
+        )
     if data.get("format_version") != CHECKPOINT_VERSION:
         raise BadInput(
             f"checkpoint: {str(path)!r} has format_version {data.get('format_version')!r}; "

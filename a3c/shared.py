@@ -22,8 +22,13 @@ class SharedAdam(torch.optim.Optimizer):
     per-parameter ``step``, so it counts every worker's updates, not one process's.
     """
 
-    def __init__(self, params: Iterable[nn.Parameter], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8):
+    def __init__(
+        self,
+        params: Iterable[nn.Parameter],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
         for group in self.param_groups:
             for p in group["params"]:
@@ -59,7 +64,9 @@ class SharedRMSprop(torch.optim.Optimizer):
     The update is torch.optim.RMSprop's (not centered, no momentum): θ ← θ − lr · g / (√E[g²] + eps).
     """
 
-    def __init__(self, params: Iterable[nn.Parameter], lr: float = 7e-4, alpha: float = 0.99, eps: float = 1e-5):
+    def __init__(
+        self, params: Iterable[nn.Parameter], lr: float = 7e-4, alpha: float = 0.99, eps: float = 1e-5
+    ):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps))
         for group in self.param_groups:
             for p in group["params"]:

@@ -43,8 +43,15 @@ def child_seeds(seed: int, count: int) -> list[int]:
 class RunMonitor:
     """Takes the children's records: writes episodes.csv, tracks evals and errors, shows progress."""
 
-    def __init__(self, config: Config, run_dir: Path, counters: Counters, start_time: float, show_progress: bool,
-                 serial: bool):
+    def __init__(
+        self,
+        config: Config,
+        run_dir: Path,
+        counters: Counters,
+        start_time: float,
+        show_progress: bool,
+        serial: bool,
+    ):
         self.config = config
         self.config_serial = serial
         self.counters = counters
@@ -105,8 +112,17 @@ class RunMonitor:
 class Trainer:
     """One training run. Call ``run()`` once; it returns the process exit code."""
 
-    def __init__(self, config: Config, info: EnvInfo, run_dir: Path, *, serial: bool = False, force: bool = False,
-                 show_progress: bool = True, argv: list[str] | None = None):
+    def __init__(
+        self,
+        config: Config,
+        info: EnvInfo,
+        run_dir: Path,
+        *,
+        serial: bool = False,
+        force: bool = False,
+        show_progress: bool = True,
+        argv: list[str] | None = None,
+    ):
         self.config = config
         self.info = info
         self.serial = serial
@@ -118,7 +134,9 @@ class Trainer:
         self.model = build_model(config, info.obs_dim, info.n_actions)
         self.model.share_memory()
         # The optimizer's state is created eagerly here, in shared memory, before any child starts.
-        self.optimizer = make_optimizer(config.optimizer, self.model.parameters(), config.lr, config.optimizer_eps)
+        self.optimizer = make_optimizer(
+            config.optimizer, self.model.parameters(), config.lr, config.optimizer_eps
+        )
         assert_shared(self.model, self.optimizer)
         self.counters = Counters(config.workers)
         self.ctx = mp.get_context("spawn")
@@ -149,17 +167,34 @@ class Trainer:
 
     def _save_last(self) -> None:
         self.last_checkpoint = time.monotonic()
-        save_checkpoint(self.run_dir / "checkpoints" / "last.pt", {
-            "config": self.config.to_dict(), "obs_dim": self.info.obs_dim, "n_actions": self.info.n_actions,
-            "model_state": self.model.state_dict(), "optimizer_state": self.optimizer.state_dict(),
-            "worker_steps": self.counters.steps.clone(), "worker_updates": self.counters.updates.clone(),
-            "global_step": self.counters.total_steps, "updates": self.counters.total_updates,
-            "wall_time": time.time() - self.start_time, "mean_return": self.monitor.best_mean,
-        })
+        save_checkpoint(
+            self.run_dir / "checkpoints" / "last.pt",
+            {
+                "config": self.config.to_dict(),
+                "obs_dim": self.info.obs_dim,
+                "n_actions": self.info.n_actions,
+                "model_state": self.model.state_dict(),
+                "optimizer_state": self.optimizer.state_dict(),
+                "worker_steps": self.counters.steps.clone(),
+                "worker_updates": self.counters.updates.clone(),
+                "global_step": self.counters.total_steps,
+                "updates": self.counters.total_updates,
+                "wall_time": time.time() - self.start_time,
+                "mean_return": self.monitor.best_mean,
+            },
+        )
 
     def _evaluator(self) -> Evaluator:
-        return Evaluator(self.config, self.model, self.counters, self.run_dir, self.seeds[-1], self.start_time,
-                         self.info.obs_dim, self.info.n_actions)
+        return Evaluator(
+            self.config,
+            self.model,
+            self.counters,
+            self.run_dir,
+            self.seeds[-1],
+            self.start_time,
+            self.info.obs_dim,
+            self.info.n_actions,
+        )
 
     # -- run ---------------------------------------------------------------------------------------------
 
@@ -218,14 +253,35 @@ class Trainer:
         try:
             for i in range(cfg.workers):
                 children[f"worker {i}"] = self.ctx.Process(
-                    target=worker_main, name=f"a3c-worker-{i}",
-                    args=(i, cfg, self.model, self.optimizer, self.counters, self.stop, queue, self.seeds[i],
-                          self.start_time),
+                    target=worker_main,
+                    name=f"a3c-worker-{i}",
+                    args=(
+                        i,
+                        cfg,
+                        self.model,
+                        self.optimizer,
+                        self.counters,
+                        self.stop,
+                        queue,
+                        self.seeds[i],
+                        self.start_time,
+                    ),
                 )
             children["evaluator"] = self.ctx.Process(
-                target=evaluator_main, name="a3c-evaluator",
-                args=(cfg, self.model, self.counters, self.stop, queue, self.run_dir, self.seeds[-1],
-                      self.start_time, self.info.obs_dim, self.info.n_actions),
+                target=evaluator_main,
+                name="a3c-evaluator",
+                args=(
+                    cfg,
+                    self.model,
+                    self.counters,
+                    self.stop,
+                    queue,
+                    self.run_dir,
+                    self.seeds[-1],
+                    self.start_time,
+                    self.info.obs_dim,
+                    self.info.n_actions,
+                ),
             )
             for child in children.values():
                 child.start()
@@ -249,7 +305,9 @@ class Trainer:
                 if child.exitcode != 0:
                     self._drain(queue)  # its ErrorRecord, if it managed to send one
                     if not any(e.source == name for e in self.monitor.errors):
-                        self.monitor.errors.append(ErrorRecord(name, f"{name} died with exit code {child.exitcode}"))
+                        self.monitor.errors.append(
+                            ErrorRecord(name, f"{name} died with exit code {child.exitcode}")
+                        )
             self._check_budget_and_signals()
             self.monitor.refresh()
             wait([c.sentinel for c in watched.values()], timeout=TICK_S)
@@ -261,7 +319,9 @@ class Trainer:
         deadline = time.monotonic() + grace
         while any(c.is_alive() for c in children.values()) and time.monotonic() < deadline:
             if self.signal_received is not None:
-                deadline = min(deadline, time.monotonic() + STOP_GRACE_S)  # a Ctrl-C cuts the final eval short
+                deadline = min(
+                    deadline, time.monotonic() + STOP_GRACE_S
+                )  # a Ctrl-C cuts the final eval short
             self._drain(queue)  # a child blocked on a full pipe could not exit otherwise
             alive = [c.sentinel for c in children.values() if c.is_alive()]
             wait(alive, timeout=TICK_S)
@@ -301,10 +361,16 @@ class Trainer:
 
 def format_summary(summary: dict[str, Any], run_dir: Path) -> str:
     """The one-paragraph report printed at the end of a run."""
-    solved = (f"solved in {summary['time_to_solve_s']:.1f} s, {summary['steps_to_solve']:,} steps"
-              if summary["solved"] else "not solved")
+    solved = (
+        f"solved in {summary['time_to_solve_s']:.1f} s, {summary['steps_to_solve']:,} steps"
+        if summary["solved"]
+        else "not solved"
+    )
     best = summary["best_mean_return"]
     best_text = "-" if best is None else f"{best:.1f}"
-    return (f"{summary['env_id']}: {solved} (best eval {best_text}, target {summary['target_return']}); "
-            f"{summary['total_steps']:,} steps in {summary['wall_s']:.1f} s = {summary['steps_per_s']:,} steps/s; "
-            f"exit: {summary['exit_reason']}\nrun dir: {run_dir}")
+    return (
+        f"{summary['env_id']}: {solved} (best eval {best_text}, target {summary['target_return']}); "
+        f"{summary['total_steps']:,} steps in {summary['wall_s']:.1f} s "
+        f"= {summary['steps_per_s']:,} steps/s; "
+        f"exit: {summary['exit_reason']}\nrun dir: {run_dir}"
+    )

@@ -1,4 +1,4 @@
-"""The worker process shell: a Learner in a loop, its counts in its own shared slots, episodes to the trainer."""
+"""The worker process shell: a Learner in a loop, counts in its own shared slots, episodes to the trainer."""
 
 from __future__ import annotations
 
@@ -16,8 +16,15 @@ from a3c.records import EpisodeRecord, ErrorRecord
 from a3c.shared import Counters, StopReason, StopSignal
 
 
-def run_learner(worker_id: int, learner: Learner, counters: Counters, stop: StopSignal, emit, start_time: float,
-                max_updates: int | None = None) -> None:
+def run_learner(
+    worker_id: int,
+    learner: Learner,
+    counters: Counters,
+    stop: StopSignal,
+    emit,
+    start_time: float,
+    max_updates: int | None = None,
+) -> None:
     """Update until the run stops (or ``max_updates``), counting steps and emitting finished episodes."""
     max_steps = learner.config.max_steps
     done = 0
@@ -33,8 +40,17 @@ def run_learner(worker_id: int, learner: Learner, counters: Counters, stop: Stop
             stop.stop(StopReason.MAX_STEPS)
 
 
-def worker_main(worker_id: int, config: Config, shared_model: ActorCritic, optimizer: torch.optim.Optimizer,
-                counters: Counters, stop: StopSignal, queue, seed: int, start_time: float) -> None:
+def worker_main(
+    worker_id: int,
+    config: Config,
+    shared_model: ActorCritic,
+    optimizer: torch.optim.Optimizer,
+    counters: Counters,
+    stop: StopSignal,
+    queue,
+    seed: int,
+    start_time: float,
+) -> None:
     """Process target of worker ``worker_id``; on any error it reports the traceback and exits 1."""
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the trainer handles Ctrl-C and tells us through ``stop``

@@ -27,7 +27,9 @@ class EnvInfo:
 
 def _suggest(env_id: str) -> str:
     close = difflib.get_close_matches(env_id, list(gym.registry.keys()), n=3, cutoff=0.6)
-    return f"; did you mean: {', '.join(close)}?" if close else "; see `gymnasium.pprint_registry()` for the ids"
+    return (
+        f"; did you mean: {', '.join(close)}?" if close else "; see `gymnasium.pprint_registry()` for the ids"
+    )
 
 
 def make_env(env_id: str, seed: int | None = None, **kwargs) -> gym.Env:
@@ -40,8 +42,14 @@ def make_env(env_id: str, seed: int | None = None, **kwargs) -> gym.Env:
         env = gym.make(env_id, **kwargs)
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as exc:
         raise EnvSetupError(f"--env: unknown environment {env_id!r}{_suggest(env_id)}") from exc
+    except gym.error.DeprecatedEnv as exc:
+        raise EnvSetupError(f"--env: {env_id!r} is deprecated ({exc}){_suggest(env_id)}") from exc
     except ModuleNotFoundError as exc:
-        raise EnvSetupError(f"--env: environment {env_id!r} needs module {exc.name!r}, which is not installed") from exc
+        raise EnvSetupError(
+            f"--env: environment {env_id!r} needs module {exc.name!r}, which is not installed"
+        ) from exc
+    except gym.error.Error as exc:
+        raise EnvSetupError(f"--env: {env_id!r} cannot be made: {exc}") from exc
     if seed is not None:
         env.reset(seed=seed)
         env.action_space.seed(seed)

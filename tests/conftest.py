@@ -22,7 +22,11 @@ def a3c_env() -> dict[str, str]:
 def run_a3c(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run ``python -m a3c ARGS`` to completion (under a timeout) and capture its output."""
     return subprocess.run(
-        [sys.executable, "-m", "a3c", *args], cwd=ROOT, env=a3c_env(), capture_output=True, text=True,
+        [sys.executable, "-m", "a3c", *args],
+        cwd=ROOT,
+        env=a3c_env(),
+        capture_output=True,
+        text=True,
         timeout=timeout,
     )
 
@@ -30,8 +34,13 @@ def run_a3c(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 def popen_a3c(*args: str) -> subprocess.Popen:
     """Start ``python -m a3c ARGS`` in its own session (so a test can signal it like a terminal would)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "a3c", *args], cwd=ROOT, env=a3c_env(), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [sys.executable, "-m", "a3c", *args],
+        cwd=ROOT,
+        env=a3c_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
 
 

@@ -96,8 +96,20 @@ def test_evaluate_run_dir_without_checkpoints(capsys, tmp_path):
 def test_help_documents_every_option_with_its_default(capsys):
     assert call("train", "--help") == 0
     text = capsys.readouterr().out
-    for option in ("--env", "--workers", "--envs-per-worker", "--seed", "--run-dir", "--max-steps",
-                   "--max-seconds", "--target-return", "--eval-interval", "--eval-episodes", "--set", "--serial"):
+    for option in (
+        "--env",
+        "--workers",
+        "--envs-per-worker",
+        "--seed",
+        "--run-dir",
+        "--max-steps",
+        "--max-seconds",
+        "--target-return",
+        "--eval-interval",
+        "--eval-episodes",
+        "--set",
+        "--serial",
+    ):
         assert option in text
     assert text.count("default") >= 9
 

@@ -30,7 +30,7 @@ BOOTSTRAP = 2.0
 NO = [False, False, False]
 
 
-# -- hand-computed examples ---------------------------------------------------------------------------------
+# -- hand-computed examples ----------------------------------------------------------------------------------
 
 
 def test_no_episode_end_lambda_one_by_hand():
@@ -42,8 +42,14 @@ def test_no_episode_end_lambda_one_by_hand():
     torch.testing.assert_close(adv, t([6.188, 5.32, 3.3]))
     torch.testing.assert_close(ret, t([6.688, 6.32, 4.8]))
 
-    nsr = n_step_returns(t(REWARDS), torch.tensor([BOOTSTRAP], dtype=torch.float64), mask(NO), mask(NO),
-                         torch.zeros(3, 1, dtype=torch.float64), GAMMA)
+    nsr = n_step_returns(
+        t(REWARDS),
+        torch.tensor([BOOTSTRAP], dtype=torch.float64),
+        mask(NO),
+        mask(NO),
+        torch.zeros(3, 1, dtype=torch.float64),
+        GAMMA,
+    )
     torch.testing.assert_close(nsr, t([6.688, 6.32, 4.8]))
 
 
@@ -68,8 +74,14 @@ def test_terminal_step_has_no_bootstrap_by_hand():
     torch.testing.assert_close(adv, t([2.3, 1.0, 3.3]))
     torch.testing.assert_close(ret, t([2.8, 2.0, 4.8]))
 
-    nsr = n_step_returns(t(REWARDS), torch.tensor([BOOTSTRAP], dtype=torch.float64), term, mask(NO),
-                         torch.zeros(3, 1, dtype=torch.float64), GAMMA)
+    nsr = n_step_returns(
+        t(REWARDS),
+        torch.tensor([BOOTSTRAP], dtype=torch.float64),
+        term,
+        mask(NO),
+        torch.zeros(3, 1, dtype=torch.float64),
+        GAMMA,
+    )
     torch.testing.assert_close(nsr, t([2.8, 2.0, 4.8]))
 
 
@@ -94,17 +106,19 @@ def test_truncated_step_bootstraps_from_final_observation_by_hand():
     torch.testing.assert_close(ret, t([6.85, 6.5, 4.8]))
 
     final_values = t([float("nan"), 5.0, float("nan")])  # read only where truncated
-    nsr = n_step_returns(t(REWARDS), torch.tensor([BOOTSTRAP], dtype=torch.float64), mask(NO), trunc,
-                         final_values, GAMMA)
+    nsr = n_step_returns(
+        t(REWARDS), torch.tensor([BOOTSTRAP], dtype=torch.float64), mask(NO), trunc, final_values, GAMMA
+    )
     torch.testing.assert_close(nsr, t([6.85, 6.5, 4.8]))
 
 
 def test_truncated_last_step_uses_final_value_not_bootstrap_by_hand():
-    # truncated at the last step t=2 with V(final obs) = 4.0; bootstrap_value (V of the reset obs) = 2.0 unused.
+    # truncated at the last step t=2 with V(final obs) = 4.0; bootstrap_value (V of reset obs) = 2.0 unused.
     # R2 = 3 + 0.9*4.0 = 6.6; R1 = 2 + 0.9*6.6 = 7.94; R0 = 1 + 0.9*7.94 = 8.146.
     trunc = mask([False, False, True])
-    nsr = n_step_returns(t(REWARDS), torch.tensor([BOOTSTRAP], dtype=torch.float64), mask(NO), trunc,
-                         t([0.0, 0.0, 4.0]), GAMMA)
+    nsr = n_step_returns(
+        t(REWARDS), torch.tensor([BOOTSTRAP], dtype=torch.float64), mask(NO), trunc, t([0.0, 0.0, 4.0]), GAMMA
+    )
     torch.testing.assert_close(nsr, t([8.146, 7.94, 6.6]))
 
 
@@ -120,14 +134,14 @@ def test_two_envs_are_independent_by_hand():
     torch.testing.assert_close(adv, torch.tensor([[2.5, 1.0], [3.0, 2.0]]))
 
 
-# -- properties on random inputs ----------------------------------------------------------------------------
+# -- properties on random inputs -----------------------------------------------------------------------------
 
 SHAPES = [(1, 1), (5, 3), (20, 4), (64, 8)]
 GAMMAS = [0.9, 0.99, 1.0]
 
 
 def random_segment(shape, seed, p_end=0.2):
-    """Consistent random inputs: next_values from values / bootstrap / final values as segment_loss builds them."""
+    """Consistent random inputs: next_values from values, bootstrap and final values, as segment_loss does."""
     g = torch.Generator().manual_seed(seed)
     steps, envs = shape
     rewards = torch.randn(shape, generator=g, dtype=torch.float64)
@@ -180,7 +194,9 @@ def test_lambda_zero_is_one_step_td_error(shape, gamma):
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("gamma", GAMMAS)
 def test_lambda_one_equals_n_step_returns(shape, gamma):
-    rewards, values, next_values, bootstrap, final_values, terminated, truncated = random_segment(shape, seed=2)
+    rewards, values, next_values, bootstrap, final_values, terminated, truncated = random_segment(
+        shape, seed=2
+    )
     adv, ret = gae(rewards, values, next_values, terminated, truncated, gamma, 1.0)
     expected = n_step_returns(rewards, bootstrap, terminated, truncated, final_values, gamma)
     torch.testing.assert_close(ret, expected)
@@ -218,7 +234,9 @@ def test_recursion_does_not_cross_episode_boundary(lam):
 
 
 def test_float32_inputs_keep_dtype_and_shape():
-    rewards, values, next_values, bootstrap, final_values, terminated, truncated = random_segment((7, 3), seed=4)
+    rewards, values, next_values, bootstrap, final_values, terminated, truncated = random_segment(
+        (7, 3), seed=4
+    )
     f32 = [x.float() for x in (rewards, values, next_values, bootstrap, final_values)]
     adv, ret = gae(f32[0], f32[1], f32[2], terminated, truncated, 0.99, 0.95)
     assert adv.dtype == ret.dtype == torch.float32 and adv.shape == ret.shape == (7, 3)
@@ -226,7 +244,7 @@ def test_float32_inputs_keep_dtype_and_shape():
     assert nsr.dtype == torch.float32 and nsr.shape == (7, 3)
 
 
-# -- segment_loss feeds gae the right next values ----------------------------------------------------------
+# -- segment_loss feeds gae the right next values ------------------------------------------------------------
 
 
 class _ValueIsFirstCoordinate(torch.nn.Module):
@@ -258,13 +276,18 @@ def test_segment_loss_bootstraps_truncated_step_from_final_obs(monkeypatch):
     real_gae = a3c.update.gae
 
     def spy(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
-        captured.update(values=values.clone(), next_values=next_values.clone(), terminated=terminated.clone(),
-                        truncated=truncated.clone())
+        captured.update(
+            values=values.clone(),
+            next_values=next_values.clone(),
+            terminated=terminated.clone(),
+            truncated=truncated.clone(),
+        )
         return real_gae(rewards, values, next_values, terminated, truncated, gamma, gae_lambda)
 
     monkeypatch.setattr(a3c.update, "gae", spy)
-    terms = segment_loss(_ValueIsFirstCoordinate(), seg, gamma=0.9, gae_lambda=1.0, value_coef=0.5,
-                         entropy_coef=0.0)
+    terms = segment_loss(
+        _ValueIsFirstCoordinate(), seg, gamma=0.9, gae_lambda=1.0, value_coef=0.5, entropy_coef=0.0
+    )
 
     torch.testing.assert_close(captured["values"], torch.tensor([[0.1, 0.5], [0.2, 1.0], [0.3, 1.5]]))
     nv = captured["next_values"]
@@ -273,7 +296,7 @@ def test_segment_loss_bootstraps_truncated_step_from_final_obs(monkeypatch):
     assert nv[0, 1].item() == pytest.approx(1.0) and nv[2, 1].item() == pytest.approx(2.0)
     assert captured["terminated"][0, 0] and captured["truncated"][1, 1]
 
-    # And the loss is built from those numbers. Hand: env 1 returns R2 = 1 + 0.9*2 = 2.8; R1 = 1 + 0.9*5 = 5.5;
+    # And the loss is built from those numbers. Hand: env 1: R2 = 1 + 0.9*2 = 2.8; R1 = 1 + 0.9*5 = 5.5;
     # R0 = 1 + 0.9*5.5 = 5.95. env 0: R2 = 1 + 0.9*0.4 = 1.36; R1 = 1 + 0.9*1.36 = 2.224; R0 = 1 (terminal).
     # value loss = mean((R - V)^2) over the 6 samples.
     returns = np.array([[1.0, 5.95], [2.224, 5.5], [1.36, 2.8]])

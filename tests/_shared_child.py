@@ -1,0 +1,42 @@
+"""Process target for tests/test_shared.py: it runs in a spawned child, so it lives in its own module."""
+
+from __future__ import annotations
+
+import torch
+
+from a3c.shared import Counters, StopReason, StopSignal
+
+
+def mutate_shared_state(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    counters: Counters,
+    stop: StopSignal,
+    grad_value: float,
+    fill_value: float,
+) -> None:
+    """Check that what arrived is in shared memory, then change it in place for the parent to see.
+
+    One optimizer step with the gradient ``grad_value`` everywhere, then the last parameter filled with
+    ``fill_value``, 8 steps counted for worker 1, and a SOLVED stop. Any failed check exits non-zero.
+    """
+    params = list(model.parameters())
+    for i, p in enumerate(params):
+        assert p.is_shared(), f"parameter {i} is not shared in the child"
+    for i, state in enumerate(optimizer.state.values()):
+        for key, value in state.items():
+            assert value.is_shared(), f"optimizer state {key} of parameter {i} is not shared in the child"
+    # The optimizer must step the very parameter objects of the model that arrived with it.
+    opt_params = [p for group in optimizer.param_groups for p in group["params"]]
+    assert len(opt_params) == len(params) and all(a is b for a, b in zip(opt_params, params, strict=True))
+    assert counters.steps.is_shared() and counters.updates.is_shared()
+
+    for p in params:
+        p.grad = torch.full_like(p, grad_value)
+    optimizer.step()
+    for state in optimizer.state.values():
+        assert float(state["step"]) == 1.0
+    with torch.no_grad():
+        params[-1].fill_(fill_value)
+    counters.add(1, 8)
+    stop.stop(StopReason.SOLVED)
