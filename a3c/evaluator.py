@@ -148,7 +148,7 @@ def evaluator_main(
     obs_dim: int,
     n_actions: int,
 ) -> None:
-    """Process shell: evaluate every ``eval_interval`` s, stop the run at the target, a last one at budget end."""
+    """Process shell: evaluate every ``eval_interval`` s; stop at the target; once more at a budget end."""
     torch.set_num_threads(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the trainer handles Ctrl-C and tells us through ``stop``
     try:

@@ -58,6 +58,6 @@ def actor_critic_loss(
 
 
 def clip_grad_norm(parameters, max_norm: float) -> float:
-    """Clip the global gradient norm in place to ``max_norm`` (≤ 0: no clip); return the norm before clipping."""
+    """Clip the global gradient norm in place to ``max_norm`` (≤ 0: no clip); return the pre-clip norm."""
     limit = max_norm if max_norm > 0 else float("inf")
     return float(torch.nn.utils.clip_grad_norm_(parameters, limit))
