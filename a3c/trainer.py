@@ -1,7 +1,7 @@
 """The trainer: run dir, shared state, spawned workers and evaluator, supervision, clean shutdown, summary.
 
-``train`` is the whole of ``a3c train`` after the config is resolved. Serial mode runs one Learner and the
-Evaluator in this process (no spawn) with the same code and the same files.
+``Trainer.run`` is the whole of ``a3c train`` after the config is resolved. Serial mode runs one Learner and
+the Evaluator in this process (no spawn) with the same code and the same files.
 """
 
 from __future__ import annotations
