@@ -13,30 +13,50 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def a3c_env() -> dict[str, str]:
+TOKEN_VAR = "A3C_TEST_TOKEN"
+
+
+def a3c_env(token: str = "") -> dict[str, str]:
+    """The environment of an ``a3c`` subprocess: the repo importable, and a token every child inherits."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env[TOKEN_VAR] = token
     return env
 
 
-def run_a3c(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def processes_with_token(token: str) -> set[int]:
+    """Live (non-zombie) processes started under ``token`` (see ``a3c_env``): the command and its children."""
+    needle = f"{TOKEN_VAR}={token}".encode()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.add(int(entry.name))
+        except OSError:
+            continue
+    return alive(found)
+
+
+def run_a3c(*args: str, timeout: float = 300, token: str = "") -> subprocess.CompletedProcess:
     """Run ``python -m a3c ARGS`` to completion (under a timeout) and capture its output."""
     return subprocess.run(
         [sys.executable, "-m", "a3c", *args],
         cwd=ROOT,
-        env=a3c_env(),
+        env=a3c_env(token),
         capture_output=True,
         text=True,
         timeout=timeout,
     )
 
 
-def popen_a3c(*args: str) -> subprocess.Popen:
+def popen_a3c(*args: str, token: str = "") -> subprocess.Popen:
     """Start ``python -m a3c ARGS`` in its own session (so a test can signal it like a terminal would)."""
     return subprocess.Popen(
         [sys.executable, "-m", "a3c", *args],
         cwd=ROOT,
-        env=a3c_env(),
+        env=a3c_env(token),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -84,6 +104,19 @@ def read_json(path: Path) -> dict:
 @pytest.fixture
 def run_dir(tmp_path: Path) -> Path:
     return tmp_path / "run"
+
+
+@pytest.fixture
+def token(request) -> str:
+    """A token for the test's ``a3c`` processes; after the test none of them may still be alive."""
+    import uuid
+
+    value = uuid.uuid4().hex
+    yield value
+    left = processes_with_token(value)
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, f"processes left behind: {sorted(left)}"
 
 
 def wait_until(proc: subprocess.Popen, condition, timeout: float) -> None:

@@ -12,7 +12,16 @@ import pytest
 import torch
 
 from a3c.runs import EPISODE_COLUMNS, EVAL_COLUMNS
-from tests.conftest import alive, data_rows, descendants, popen_a3c, read_json, run_a3c, wait_until
+from tests.conftest import (
+    alive,
+    data_rows,
+    descendants,
+    popen_a3c,
+    processes_with_token,
+    read_json,
+    run_a3c,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -35,23 +44,11 @@ def header(path) -> tuple[str, ...]:
         return tuple(next(csv.reader(f)))
 
 
-def test_cartpole_solves_with_two_spawned_workers(run_dir):
+def test_cartpole_solves_with_two_spawned_workers(run_dir, token):
     # The one wall-clock budget in the suite: a generous "does it learn at all" limit.
-    result = run_a3c(
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--workers",
-        "2",
-        "--seed",
-        "0",
-        "--run-dir",
-        str(run_dir),
-        "--max-seconds",
-        "240",
-        "--quiet",
-        timeout=400,
-    )
+    # 20 episodes per evaluation (the preset has 10) so that best.pt also holds up over 100 episodes.
+    args = "train --env CartPole-v1 --workers 2 --seed 0 --max-seconds 240 --eval-episodes 20 --quiet"
+    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=400, token=token)
     assert result.returncode == 0, result.stderr
     summary = read_json(run_dir / "summary.json")
     assert set(summary) >= SUMMARY_KEYS
@@ -75,28 +72,12 @@ def test_cartpole_solves_with_two_spawned_workers(run_dir):
     assert report["episodes"] == 100 and report["mean_return"] >= 475, report
 
 
-def test_step_count_is_exact_with_two_spawned_workers(run_dir):
+def test_step_count_is_exact_with_two_spawned_workers(run_dir, token):
     # FixedLength-v0 truncates every episode after exactly 10 steps and t_max = 10, so every segment ends on
     # an episode boundary: the steps in episodes.csv must add up to the shared counters' total exactly.
-    result = run_a3c(
-        "train",
-        "--env",
-        "tests.testing_envs:FixedLength-v0",
-        "--workers",
-        "2",
-        "--run-dir",
-        str(run_dir),
-        "--max-steps",
-        "20000",
-        "--set",
-        "t_max=10",
-        "--envs-per-worker",
-        "2",
-        "--target-return",
-        "1000",
-        "--quiet",
-        timeout=300,
-    )
+    args = "train --env tests.testing_envs:FixedLength-v0 --workers 2 --envs-per-worker 2 --set t_max=10"
+    args += " --max-steps 20000 --target-return 1000 --quiet"
+    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=300, token=token)
     assert result.returncode == 0, result.stderr
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"] == "max_steps" and summary["total_steps"] >= 20000
@@ -110,25 +91,14 @@ def test_step_count_is_exact_with_two_spawned_workers(run_dir):
 
 
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_signal_stops_within_5_s_and_leaves_no_child(run_dir, signum, code):
-    proc = popen_a3c(
-        "train",
-        "--env",
-        "CartPole-v1",
-        "--workers",
-        "2",
-        "--run-dir",
-        str(run_dir),
-        "--max-seconds",
-        "300",
-        "--target-return",
-        "1e9",
-        "--quiet",
-    )
+def test_signal_stops_within_5_s_and_leaves_no_child(run_dir, token, signum, code):
+    args = "train --env CartPole-v1 --workers 2 --max-seconds 300 --target-return 1e9 --quiet"
+    proc = popen_a3c(*args.split(), "--run-dir", str(run_dir), token=token)
     try:
         wait_until(proc, lambda: data_rows(run_dir / "episodes.csv") >= 20, timeout=120)
         children = descendants(proc.pid)
         assert len(children) >= 3, children  # 2 workers + the evaluator (+ a resource tracker, maybe)
+        assert processes_with_token(token) >= children | {proc.pid}  # the leak check below sees them all
         started = time.monotonic()
         # SIGINT to the whole process group, as a terminal's Ctrl-C does; SIGTERM to the trainer alone.
         os.killpg(proc.pid, signum) if signum == signal.SIGINT else proc.send_signal(signum)
@@ -142,27 +112,15 @@ def test_signal_stops_within_5_s_and_leaves_no_child(run_dir, signum, code):
             proc.wait(timeout=10)
         proc.stdout.close()
         proc.stderr.close()
-    assert not alive(children)
+    assert not alive(children) and not processes_with_token(token)
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"] == signal.Signals(signum).name
     assert (run_dir / "checkpoints" / "last.pt").is_file()
 
 
-def test_worker_failure_exits_1_naming_the_worker(run_dir):
-    proc = popen_a3c(
-        "train",
-        "--env",
-        "tests.testing_envs:Faulty-v0",
-        "--workers",
-        "2",
-        "--run-dir",
-        str(run_dir),
-        "--eval-interval",
-        "600",
-        "--target-return",
-        "1000",
-        "--quiet",
-    )
+def test_worker_failure_exits_1_naming_the_worker(run_dir, token):
+    args = "train --env tests.testing_envs:Faulty-v0 --workers 2 --eval-interval 600 --quiet"
+    proc = popen_a3c(*args.split(), "--run-dir", str(run_dir), token=token)
     try:
         out, err = proc.communicate(timeout=120)
     finally:
@@ -170,27 +128,17 @@ def test_worker_failure_exits_1_naming_the_worker(run_dir):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
     assert proc.returncode == 1, err
-    assert "worker" in err and "injected fault" in err
+    assert "error: worker" in err and "injected fault" in err
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"].startswith("failed: worker ")
-    assert not alive(descendants(proc.pid))
+    assert not processes_with_token(token)
 
 
-def test_serial_mode_runs_the_same_learner_in_process(run_dir):
-    result = run_a3c(
-        "train",
-        "--env",
-        "tests.testing_envs:FixedLength-v0",
-        "--serial",
-        "--run-dir",
-        str(run_dir),
-        "--max-steps",
-        "2000",
-        "--eval-interval",
-        "0.2",
-        "--quiet",
-        timeout=120,
+def test_serial_mode_runs_the_same_learner_in_process(run_dir, token):
+    args = (
+        "train --env tests.testing_envs:FixedLength-v0 --serial --max-steps 2000 --eval-interval 0.2 --quiet"
     )
+    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=120, token=token)
     assert result.returncode == 0, result.stderr
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"] in ("max_steps", "solved") and summary["total_steps"] >= 2000
