@@ -32,7 +32,7 @@ PRESET = "[default: the env's preset, else {}]"
     default=None,
     help="Envs each worker steps as one batch. " + PRESET.format(1),
 )
-@click.option("--seed", type=int, default=0, help="Seed of every random stream of the run.")
+@click.option("--seed", type=int, default=None, help="Seed of every random stream of the run.  [default: 0]")
 @click.option(
     "--run-dir",
     type=click.Path(path_type=Path),
@@ -73,7 +73,7 @@ def train(
     env_id: str,
     workers: int | None,
     envs_per_worker: int | None,
-    seed: int,
+    seed: int | None,
     run_dir: Path | None,
     force: bool,
     max_steps: int | None,
@@ -130,21 +130,35 @@ def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
     from a3c.evaluator import play_greedy
     from a3c.learner import build_model
     from a3c.runs import load_checkpoint, resolve_checkpoint
+    from envs import inspect_env, make_vector_env
 
     if episodes < 1:
         raise BadInput(f"--episodes: {episodes} is not allowed; expected an integer >= 1")
+    if not 0 <= seed < 2**31 - episodes:
+        raise BadInput(f"--seed: {seed} is not allowed; expected an integer in [0, 2**31 - episodes)")
     path = resolve_checkpoint(target)
     data = load_checkpoint(path)
     try:
         config = Config.from_dict(data["config"])
-        model = build_model(config, int(data["obs_dim"]), int(data["n_actions"]))
+        dims = int(data["obs_dim"]), int(data["n_actions"])
+        model = build_model(config, *dims)
         model.load_state_dict(data["model_state"])
-    except (KeyError, TypeError, RuntimeError) as exc:
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise BadInput(
             f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})"
         ) from None
+    info = inspect_env(config.env_id)
+    if (info.obs_dim, info.n_actions) != dims:
+        raise BadInput(
+            f"checkpoint: {str(path)!r} was trained with obs_dim, n_actions = {dims}; "
+            f"{config.env_id} has {(info.obs_dim, info.n_actions)}"
+        )
     model.eval()
-    returns, lengths = play_greedy(model, config.env_id, episodes, seed)
+    envs = make_vector_env(config.env_id, episodes)
+    try:
+        returns, lengths = play_greedy(model, envs, seed)
+    finally:
+        envs.close()
     result = {
         "checkpoint": str(path),
         "env_id": config.env_id,

@@ -51,25 +51,33 @@ class Config:
 
     def validate(self) -> Config:
         """Raise BadInput naming the first invalid field, its value and what is allowed; return self."""
+        finite = math.isfinite
         checks: list[tuple[str, bool, str]] = [
+            ("seed", 0 <= self.seed < 2**32, "an integer in [0, 2**32)"),
             ("workers", self.workers >= 1, "an integer >= 1"),
             ("envs_per_worker", self.envs_per_worker >= 1, "an integer >= 1"),
             ("t_max", self.t_max >= 1, "an integer >= 1"),
             ("gamma", 0 < self.gamma <= 1, "a number in (0, 1]"),
             ("gae_lambda", 0 <= self.gae_lambda <= 1, "a number in [0, 1]"),
             ("optimizer", self.optimizer in ("adam", "rmsprop"), "adam or rmsprop"),
-            ("lr", self.lr > 0 and math.isfinite(self.lr), "a finite number > 0"),
-            ("optimizer_eps", self.optimizer_eps > 0, "a number > 0"),
-            ("value_coef", self.value_coef >= 0, "a number >= 0"),
-            ("entropy_coef", self.entropy_coef >= 0, "a number >= 0"),
+            ("lr", self.lr > 0 and finite(self.lr), "a finite number > 0"),
+            ("optimizer_eps", self.optimizer_eps > 0 and finite(self.optimizer_eps), "a finite number > 0"),
+            ("value_coef", self.value_coef >= 0 and finite(self.value_coef), "a finite number >= 0"),
+            ("entropy_coef", self.entropy_coef >= 0 and finite(self.entropy_coef), "a finite number >= 0"),
+            ("max_grad_norm", not math.isnan(self.max_grad_norm), "a number (<= 0 disables clipping)"),
             (
                 "hidden_sizes",
                 len(self.hidden_sizes) >= 1 and min(self.hidden_sizes) >= 1,
                 "one or more integers >= 1, e.g. 64,64",
             ),
             ("max_steps", self.max_steps is None or self.max_steps >= 1, "an integer >= 1"),
-            ("max_seconds", self.max_seconds is None or self.max_seconds > 0, "a number > 0"),
-            ("eval_interval", self.eval_interval > 0, "a number of seconds > 0"),
+            (
+                "max_seconds",
+                self.max_seconds is None or (self.max_seconds > 0 and finite(self.max_seconds)),
+                "a finite number > 0",
+            ),
+            ("target_return", self.target_return is None or finite(self.target_return), "a finite number"),
+            ("eval_interval", self.eval_interval > 0 and finite(self.eval_interval), "a finite number > 0"),
             ("eval_episodes", self.eval_episodes >= 1, "an integer >= 1"),
         ]
         for name, ok, allowed in checks:

@@ -7,16 +7,17 @@ reads the shared weights (DESIGN invariant 6) and plays on a seed stream no work
 from __future__ import annotations
 
 import copy
-import signal
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import torch
 
+from a3c.child import ChildGuard, format_error
 from a3c.config import Config
 from a3c.model import ActorCritic
 from a3c.records import ErrorRecord, EvalRecord
@@ -28,28 +29,24 @@ from envs import make_vector_env
 
 @torch.inference_mode()
 def play_greedy(
-    model: ActorCritic, env_id: str, episodes: int, seed: int, should_stop: Callable[[], bool] = lambda: False
+    model: ActorCritic, envs: gym.vector.VectorEnv, seed: int, should_stop: Callable[[], bool] = lambda: False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Play ``episodes`` greedy (argmax) episodes at once, one per env of a vector env.
+    """Play one greedy (argmax) episode in each env of ``envs`` at once.
 
-    Env i is seeded ``seed + i``. Returns (returns [episodes], lengths [episodes]); on ``should_stop``
+    Env i is seeded ``seed + i``. Returns (returns [num_envs], lengths [num_envs]); on ``should_stop``
     (checked every step) it returns early with the partial episodes.
     """
-    envs = make_vector_env(env_id, episodes)
-    try:
-        obs, _ = envs.reset(seed=seed)
-        returns = np.zeros(episodes, np.float64)
-        lengths = np.zeros(episodes, np.int64)
-        running = np.ones(episodes, bool)
-        while running.any() and not should_stop():
-            actions = model.policy_logits(torch.as_tensor(obs, dtype=torch.float32)).argmax(-1).numpy()
-            obs, rewards, terminated, truncated, _ = envs.step(actions)
-            returns += np.where(running, rewards, 0.0)
-            lengths += running
-            running &= ~(terminated | truncated)
-        return returns, lengths
-    finally:
-        envs.close()
+    obs, _ = envs.reset(seed=seed)
+    returns = np.zeros(envs.num_envs, np.float64)
+    lengths = np.zeros(envs.num_envs, np.int64)
+    running = np.ones(envs.num_envs, bool)
+    while running.any() and not should_stop():
+        actions = model.policy_logits(torch.as_tensor(obs, dtype=torch.float32)).argmax(-1).numpy()
+        obs, rewards, terminated, truncated, _ = envs.step(actions)
+        returns += np.where(running, rewards, 0.0)
+        lengths += running
+        running &= ~(terminated | truncated)
+    return returns, lengths
 
 
 class Evaluator:
@@ -86,6 +83,7 @@ class Evaluator:
         self.dims = {"obs_dim": obs_dim, "n_actions": n_actions}
         self.best_mean = -float("inf")
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
+        self.envs = make_vector_env(config.env_id, config.eval_episodes)  # built once, reset with new seeds
         self.cpu_start = time.process_time()  # so start-up imports do not count as evaluation cost
 
     def evaluate(self, should_stop: Callable[[], bool] = lambda: False) -> EvalRecord | None:
@@ -93,9 +91,7 @@ class Evaluator:
         global_step, updates = self.counters.total_steps, self.counters.total_updates
         pull_weights(self.model, self.shared_model)
         seed = int(self.rng.integers(2**31 - 1 - self.config.eval_episodes))
-        returns, lengths = play_greedy(
-            self.model, self.config.env_id, self.config.eval_episodes, seed, should_stop
-        )
+        returns, lengths = play_greedy(self.model, self.envs, seed, should_stop)
         if should_stop():
             return None
         wall_time = time.time() - self.start_time
@@ -133,6 +129,7 @@ class Evaluator:
         )
 
     def close(self) -> None:
+        self.envs.close()
         self.log.close()
 
 
@@ -149,22 +146,31 @@ def evaluator_main(
     n_actions: int,
 ) -> None:
     """Process shell: evaluate every ``eval_interval`` s; stop at the target; once more at a budget end."""
-    torch.set_num_threads(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the trainer handles Ctrl-C and tells us through ``stop``
+    guard = ChildGuard()  # first: set_num_threads(1), signals
+    evaluator = None
     try:
         evaluator = Evaluator(config, shared_model, counters, run_dir, seed, start_time, obs_dim, n_actions)
-        interrupted = lambda: stop.is_set() and not stop.reason.is_budget  # noqa: E731
-        while not stop.wait(timeout=config.eval_interval):
-            record = evaluator.evaluate(stop.is_set)
+        cut_short = lambda: stop.is_set() or guard.should_exit()  # noqa: E731
+        next_eval = time.monotonic() + config.eval_interval
+        while not cut_short():
+            remaining = next_eval - time.monotonic()
+            if remaining > 0:
+                time.sleep(min(StopSignal.POLL_S, remaining))  # an idle evaluator costs the workers nothing
+                continue
+            record = evaluator.evaluate(cut_short)
+            next_eval = time.monotonic() + config.eval_interval
             if record is not None:
                 queue.put(record)
                 if record.solved:
                     stop.stop(StopReason.SOLVED)
-        if stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS):
+        if stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS) and not guard.should_exit():
+            interrupted = lambda: guard.should_exit() or not stop.reason.is_budget  # noqa: E731
             record = evaluator.evaluate(interrupted)
             if record is not None:
                 queue.put(record)
-        evaluator.close()
     except BaseException:
-        queue.put(ErrorRecord("evaluator", traceback.format_exc()))
+        queue.put(ErrorRecord("evaluator", format_error(traceback.format_exc())))
         sys.exit(1)
+    finally:
+        if evaluator is not None:
+            evaluator.close()

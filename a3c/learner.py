@@ -6,6 +6,7 @@ No processes and no files here: a spawned worker and the in-process serial mode 
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass
 
 import torch
@@ -57,7 +58,7 @@ class Learner:
         )
 
     def update(self) -> UpdateResult:
-        """Run one full update and return what it did."""
+        """Run one full update and return what it did (a non-finite grad_norm: the step was skipped)."""
         cfg = self.config
         pull_weights(self.local_model, self.shared_model)
         segment, episodes = self.collector.collect(self.local_model)
@@ -65,8 +66,10 @@ class Learner:
             self.local_model, segment, cfg.gamma, cfg.gae_lambda, cfg.value_coef, cfg.entropy_coef
         )
         grad_norm = compute_gradients(self.local_model, loss.total, cfg.max_grad_norm)
-        hand_off_gradients(self.local_model, self.shared_model)
-        self.optimizer.step()
+        # One NaN/inf gradient would poison the shared weights and moments of every worker: skip that step.
+        if math.isfinite(grad_norm):
+            hand_off_gradients(self.local_model, self.shared_model)
+            self.optimizer.step()
         return UpdateResult(cfg.steps_per_update, episodes, loss.policy, loss.value, loss.entropy, grad_norm)
 
     def close(self) -> None:

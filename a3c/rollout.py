@@ -74,7 +74,8 @@ class RolloutCollector:
         self.num_envs = envs.num_envs
         obs, _ = envs.reset(seed=seed)
         self.obs = np.asarray(obs, dtype=np.float32)
-        self.rng = np.random.default_rng(seed)
+        # Not default_rng(seed): that stream would equal env 0's own np_random after reset(seed=seed).
+        self.rng = np.random.default_rng([seed, 1])
         self.segment = Segment.allocate(t_max, self.num_envs, self.obs.shape[1])
         self.episode_returns = np.zeros(self.num_envs, np.float64)
         self.episode_lengths = np.zeros(self.num_envs, np.int64)

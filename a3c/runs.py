@@ -43,26 +43,45 @@ def default_run_dir(env_id: str, seed: int, root: Path = Path("runs")) -> Path:
     return root / env_id / f"{time.strftime('%Y%m%d-%H%M%S')}-s{seed}"
 
 
+RUN_ENTRIES = {"config.json", "eval.csv", "episodes.csv", "summary.json", "checkpoints"}
+
+
+def _is_earlier_run(path: Path) -> bool:
+    """True only for a directory that a3c itself wrote: its config.json names a3c, and it holds nothing else
+    than a run's files (so --force can never delete a project that merely has a config.json)."""
+    try:
+        config = json.loads((path / "config.json").read_text())
+        ours = isinstance(config, dict) and "a3c" in config.get("versions", {}) and "env_id" in config
+        extra = [p.name for p in path.iterdir() if p.name not in RUN_ENTRIES and not p.name.startswith(".")]
+    except (OSError, ValueError, AttributeError):
+        return False
+    cwd = Path.cwd().resolve()
+    return ours and not extra and not path.is_symlink() and path.resolve() not in (cwd, *cwd.parents)
+
+
 def check_run_dir(path: Path, force: bool) -> None:
-    """Refuse a run dir that exists and is not empty, unless ``force`` and it holds an earlier run."""
+    """Refuse a run dir that exists and is not empty, unless ``force`` and it holds an earlier a3c run."""
     if not path.exists() or (path.is_dir() and not any(path.iterdir())):
         return
     if not force:
         raise BadInput(
             f"--run-dir: {str(path)!r} already exists; pass --force to replace it, or choose another"
         )
-    if not (path / "config.json").is_file():
+    if not _is_earlier_run(path):
         raise BadInput(
-            f"--run-dir: {str(path)!r} exists and is not a run directory; --force only replaces runs"
+            f"--run-dir: {str(path)!r} exists and is not an a3c run directory; --force only replaces runs"
         )
 
 
 def create_run_dir(path: Path, force: bool) -> Path:
     """Make ``path`` and ``path/checkpoints`` (replacing an earlier run there only when ``force``)."""
     check_run_dir(path, force)
-    if force and path.exists():
-        shutil.rmtree(path)
-    (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+    try:
+        if force and path.exists():
+            shutil.rmtree(path)
+        (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"--run-dir: {str(path)!r} cannot be created ({exc.strerror or exc})") from None
     return path
 
 
@@ -73,6 +92,7 @@ def _atomic_write(path: Path, write) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a run's files are meant to be read by others
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

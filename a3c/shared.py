@@ -11,6 +11,7 @@ import enum
 import math
 from collections.abc import Iterable
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -112,7 +113,21 @@ def assert_shared(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         raise RuntimeError(f"{len(private)} tensors are not in shared memory: {private}")
 
 
-class Counters:
+class _NumpyViews:
+    """Lazily made numpy views of shared int64 tensors: reads and writes of a few ns instead of a torch op's
+    µs. The views are per process (never pickled); the memory under them is the shared tensor's."""
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_view_")}
+
+    def _view(self, name: str) -> np.ndarray:
+        view = self.__dict__.get(f"_view_{name}")
+        if view is None:
+            view = self.__dict__[f"_view_{name}"] = getattr(self, name).numpy()
+        return view
+
+
+class Counters(_NumpyViews):
     """Exact counts without a lock: worker i writes only slot i of each int64 vector; readers sum.
 
     ``steps[i]`` env steps and ``updates[i]`` optimizer updates done by worker i.
@@ -124,16 +139,20 @@ class Counters:
 
     def add(self, worker: int, steps: int) -> None:
         """Record one update of ``steps`` env steps by ``worker`` (its own slots only)."""
-        self.steps[worker] += steps
-        self.updates[worker] += 1
+        self._view("steps")[worker] += steps
+        self._view("updates")[worker] += 1
 
     @property
     def total_steps(self) -> int:
-        return int(self.steps.sum())
+        return int(self._view("steps").sum())
 
     @property
     def total_updates(self) -> int:
-        return int(self.updates.sum())
+        return int(self._view("updates").sum())
+
+    def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of (steps [N], updates [N]) taken together, for a consistent checkpoint."""
+        return self._view("steps").copy(), self._view("updates").copy()
 
 
 class StopReason(enum.IntEnum):
@@ -151,25 +170,28 @@ class StopReason(enum.IntEnum):
         return self in (StopReason.SOLVED, StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
 
 
-class StopSignal:
-    """A stop event that every process waits on, with the reason in a shared int64."""
+class StopSignal(_NumpyViews):
+    """The run's stop flag: one shared int64 holding the StopReason (RUNNING = 0 while it runs).
 
-    def __init__(self, event):
-        self.event = event
-        self._reason = torch.zeros((), dtype=torch.int64).share_memory_()
+    Deliberately not a multiprocessing Event: its Condition blocks ``set()`` forever when a process died while
+    waiting on it (or while holding its lock), which would hang the trainer exactly when a child crashes.
+    A plain shared word has no lock to lose; a waiting process polls it every ``POLL_S`` seconds.
+    """
+
+    POLL_S = 0.05
+
+    def __init__(self):
+        self.flag = torch.zeros((), dtype=torch.int64).share_memory_()
 
     def stop(self, reason: StopReason) -> None:
         """Set the stop, keeping the first reason (a race between two setters may keep either)."""
-        if not self.event.is_set():
-            self._reason.fill_(int(reason))
-            self.event.set()
+        view = self._view("flag")
+        if view[()] == StopReason.RUNNING:
+            view[()] = int(reason)
 
     def is_set(self) -> bool:
-        return self.event.is_set()
-
-    def wait(self, timeout: float) -> bool:
-        return self.event.wait(timeout)
+        return self._view("flag")[()] != StopReason.RUNNING
 
     @property
     def reason(self) -> StopReason:
-        return StopReason(int(self._reason))
+        return StopReason(int(self._view("flag")[()]))

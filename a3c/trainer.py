@@ -22,7 +22,7 @@ from a3c.config import Config
 from a3c.evaluator import Evaluator, evaluator_main
 from a3c.learner import Learner, build_model
 from a3c.progress import Progress
-from a3c.records import EpisodeRecord, ErrorRecord, EvalRecord
+from a3c.records import ErrorRecord, EvalRecord
 from a3c.runs import EPISODE_COLUMNS, CsvLog, create_run_dir, run_metadata, save_checkpoint, write_json
 from a3c.shared import Counters, StopReason, StopSignal, assert_shared, make_optimizer
 from a3c.worker import run_learner, worker_main
@@ -32,6 +32,7 @@ TICK_S = 0.1  # supervision period: how often the trainer looks at children, bud
 CHECKPOINT_EVERY_S = 60.0
 STOP_GRACE_S = 3.0  # children get this long to exit after an interrupt or a failure ...
 FINAL_EVAL_GRACE_S = 60.0  # ... and this long when the evaluator still plays its final evaluation
+DRAIN_MAX = 500  # messages handled per supervision tick, so a flood of records cannot starve supervision
 EXIT_CODES = {StopReason.SOLVED: 0, StopReason.MAX_STEPS: 0, StopReason.MAX_SECONDS: 0, StopReason.FAILED: 1}
 
 
@@ -65,9 +66,11 @@ class RunMonitor:
         self.progress = Progress(config.max_steps, enabled=show_progress)
 
     def handle(self, record: Any) -> None:
-        if isinstance(record, EpisodeRecord):
-            self.episodes += 1
-            self.episodes_log.write(record)
+        """Take one message: a list of EpisodeRecord (one update's), an EvalRecord or an ErrorRecord."""
+        if isinstance(record, list):
+            for episode in record:
+                self.episodes += 1
+                self.episodes_log.write(episode)
         elif isinstance(record, EvalRecord):
             self.last_eval = record
             self.best_mean = record.best_mean_return
@@ -139,8 +142,7 @@ class Trainer:
         )
         assert_shared(self.model, self.optimizer)
         self.counters = Counters(config.workers)
-        self.ctx = mp.get_context("spawn")
-        self.stop = StopSignal(self.ctx.Event())
+        self.stop = StopSignal()
         self.monitor = RunMonitor(config, self.run_dir, self.counters, self.start_time, show_progress, serial)
         self.seeds = child_seeds(config.seed, config.workers + 1)
         self.signal_received: int | None = None
@@ -149,7 +151,7 @@ class Trainer:
     # -- the pieces both modes share ------------------------------------------------------------------------
 
     def _on_signal(self, signum, _frame) -> None:
-        # Only record it: setting a multiprocessing Event inside a handler could deadlock on its lock.
+        # Only record it; the supervision loop acts on it within one tick.
         self.signal_received = signum
 
     def _check_budget_and_signals(self) -> None:
@@ -163,10 +165,14 @@ class Trainer:
         elif cfg.max_steps is not None and self.counters.total_steps >= cfg.max_steps:
             self.stop.stop(StopReason.MAX_STEPS)
         if time.monotonic() - self.last_checkpoint >= CHECKPOINT_EVERY_S:
-            self._save_last()
+            try:
+                self._save_last()
+            except OSError as exc:  # a full disk should not end the run; the final save will try again
+                print(f"warning: periodic checkpoint failed: {exc}", file=sys.stderr)
 
     def _save_last(self) -> None:
         self.last_checkpoint = time.monotonic()
+        worker_steps, worker_updates = self.counters.snapshot()
         save_checkpoint(
             self.run_dir / "checkpoints" / "last.pt",
             {
@@ -175,10 +181,10 @@ class Trainer:
                 "n_actions": self.info.n_actions,
                 "model_state": self.model.state_dict(),
                 "optimizer_state": self.optimizer.state_dict(),
-                "worker_steps": self.counters.steps.clone(),
-                "worker_updates": self.counters.updates.clone(),
-                "global_step": self.counters.total_steps,
-                "updates": self.counters.total_updates,
+                "worker_steps": torch.from_numpy(worker_steps),
+                "worker_updates": torch.from_numpy(worker_updates),
+                "global_step": int(worker_steps.sum()),
+                "updates": int(worker_updates.sum()),
                 "wall_time": time.time() - self.start_time,
                 "mean_return": self.monitor.best_mean,
             },
@@ -202,42 +208,39 @@ class Trainer:
         """Train until the target, a budget, a signal or a failure; write last.pt and summary.json."""
         old_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            if self.serial:
-                self._install_handlers()
-                self._run_serial()
-            else:
-                self._run_spawned()
-        except Exception:
-            self.monitor.errors.append(ErrorRecord("trainer", traceback.format_exc()))
+            # SIGTERM is ours from the start; SIGINT too, except while children start (see _run_spawned).
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+            try:
+                self._run_serial() if self.serial else self._run_spawned()
+            except Exception:
+                self.monitor.errors.append(ErrorRecord("trainer", traceback.format_exc()))
+            return self._finish()
         finally:
             for s, handler in old_handlers.items():
                 signal.signal(s, handler)
-        return self._finish()
-
-    def _install_handlers(self) -> None:
-        signal.signal(signal.SIGINT, self._on_signal)
-        signal.signal(signal.SIGTERM, self._on_signal)
 
     def _run_serial(self) -> None:
         learner = Learner(self.config, self.model, self.optimizer, self.seeds[0])
         evaluator = self._evaluator()
         next_eval = time.monotonic() + self.config.eval_interval
+        interrupted = lambda: self.signal_received is not None  # noqa: E731
         try:
             while not self.stop.is_set():
                 run_learner(0, learner, self.counters, self.stop, self.monitor.handle, self.start_time, 1)
                 if time.monotonic() >= next_eval:
-                    self._serial_eval(evaluator)
+                    self._serial_eval(evaluator, interrupted)
                     next_eval = time.monotonic() + self.config.eval_interval
                 self._check_budget_and_signals()
                 self.monitor.refresh()
             if self.stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS):
-                self._serial_eval(evaluator)
+                self._serial_eval(evaluator, interrupted)
         finally:
             learner.close()
             evaluator.close()
 
-    def _serial_eval(self, evaluator: Evaluator) -> None:
-        record = evaluator.evaluate()
+    def _serial_eval(self, evaluator: Evaluator, interrupted) -> None:
+        record = evaluator.evaluate(interrupted)
         if record is not None:
             self.monitor.handle(record)
             if record.solved:
@@ -245,95 +248,102 @@ class Trainer:
 
     def _run_spawned(self) -> None:
         cfg = self.config
-        queue = self.ctx.SimpleQueue()
-        # Children inherit an ignored SIGINT, so a Ctrl-C in the terminal (sent to the whole process group)
-        # reaches only this process, which stops them in order through the stop event.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        ctx = mp.get_context("spawn")
+        queue = ctx.SimpleQueue()
         children: dict[str, mp.Process] = {}
-        try:
-            for i in range(cfg.workers):
-                children[f"worker {i}"] = self.ctx.Process(
-                    target=worker_main,
-                    name=f"a3c-worker-{i}",
-                    args=(
-                        i,
-                        cfg,
-                        self.model,
-                        self.optimizer,
-                        self.counters,
-                        self.stop,
-                        queue,
-                        self.seeds[i],
-                        self.start_time,
-                    ),
-                )
-            children["evaluator"] = self.ctx.Process(
-                target=evaluator_main,
-                name="a3c-evaluator",
+        for i in range(cfg.workers):
+            children[f"worker {i}"] = ctx.Process(
+                target=worker_main,
+                name=f"a3c-worker-{i}",
                 args=(
+                    i,
                     cfg,
                     self.model,
+                    self.optimizer,
                     self.counters,
                     self.stop,
                     queue,
-                    self.run_dir,
-                    self.seeds[-1],
+                    self.seeds[i],
                     self.start_time,
-                    self.info.obs_dim,
-                    self.info.n_actions,
                 ),
             )
-            for child in children.values():
-                child.start()
-            self._install_handlers()
+        children["evaluator"] = ctx.Process(
+            target=evaluator_main,
+            name="a3c-evaluator",
+            args=(
+                cfg,
+                self.model,
+                self.counters,
+                self.stop,
+                queue,
+                self.run_dir,
+                self.seeds[-1],
+                self.start_time,
+                self.info.obs_dim,
+                self.info.n_actions,
+            ),
+        )
+        try:
+            # Children inherit an ignored SIGINT (Python then installs no KeyboardInterrupt handler in them),
+            # so a Ctrl-C in the terminal, sent to the whole process group, reaches only this process, which
+            # stops them in order through the stop flag.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            try:
+                for child in children.values():
+                    child.start()
+            finally:
+                signal.signal(signal.SIGINT, self._on_signal)
             self._supervise(children, queue)
         finally:
             self._shutdown(children, queue)
 
-    def _drain(self, queue) -> None:
-        while not queue.empty():
+    def _drain(self, queue, limit: int | None = DRAIN_MAX) -> None:
+        handled = 0
+        while not queue.empty() and (limit is None or handled < limit):
             self.monitor.handle(queue.get())
+            handled += 1
 
     def _supervise(self, children: dict[str, mp.Process], queue) -> None:
         watched = dict(children)
         while not self.stop.is_set():
             self._drain(queue)
+            self._check_budget_and_signals()  # signals first: a child's death after one is not a failure
             for name, child in list(watched.items()):
                 if child.exitcode is None:
                     continue
                 del watched[name]
-                if child.exitcode != 0:
-                    self._drain(queue)  # its ErrorRecord, if it managed to send one
+                if child.exitcode != 0 and not self.stop.is_set():
+                    self._drain(queue, limit=None)  # its ErrorRecord, if it managed to send one
                     if not any(e.source == name for e in self.monitor.errors):
                         self.monitor.errors.append(
                             ErrorRecord(name, f"{name} died with exit code {child.exitcode}")
                         )
-            self._check_budget_and_signals()
+                    self.stop.stop(StopReason.FAILED)
             self.monitor.refresh()
             wait([c.sentinel for c in watched.values()], timeout=TICK_S)
 
     def _shutdown(self, children: dict[str, mp.Process], queue) -> None:
-        """Stop every child: the stop event, then joins under a deadline, then terminate, then kill."""
+        """Stop every child: the stop flag, then joins under a deadline, then terminate, then kill."""
         self.stop.stop(StopReason.FAILED if self.monitor.errors else StopReason.INTERRUPTED)
+        started = [c for c in children.values() if c.pid is not None]
         grace = FINAL_EVAL_GRACE_S if self.stop.reason.is_budget else STOP_GRACE_S
         deadline = time.monotonic() + grace
-        while any(c.is_alive() for c in children.values()) and time.monotonic() < deadline:
+        while any(c.is_alive() for c in started) and time.monotonic() < deadline:
             if self.signal_received is not None:
                 deadline = min(
                     deadline, time.monotonic() + STOP_GRACE_S
                 )  # a Ctrl-C cuts the final eval short
             self._drain(queue)  # a child blocked on a full pipe could not exit otherwise
-            alive = [c.sentinel for c in children.values() if c.is_alive()]
-            wait(alive, timeout=TICK_S)
-        for child in children.values():
+            wait([c.sentinel for c in started if c.is_alive()], timeout=TICK_S)
+        for child in started:
             if child.is_alive():
-                child.terminate()
-        for child in children.values():
+                child.terminate()  # SIGTERM: the child's guard ends its loop at the next update
+        for child in started:
             child.join(timeout=2.0)
             if child.is_alive():
                 child.kill()
                 child.join(timeout=2.0)
-        self._drain(queue)
+        self._drain(queue, limit=None)
         queue.close()
 
     def _finish(self) -> int:
@@ -351,7 +361,11 @@ class Trainer:
             first = self.monitor.errors[0]
             exit_reason = f"failed: {first.source}"
             print(f"error: {first.source} failed:\n{first.traceback.rstrip()}", file=sys.stderr)
-        self._save_last()
+        try:
+            self._save_last()
+        except OSError as exc:  # still write the summary below
+            print(f"error: could not write checkpoints/last.pt: {exc}", file=sys.stderr)
+            exit_code = exit_code or 1
         summary = self.monitor.summary(exit_reason)
         write_json(self.run_dir / "summary.json", summary)
         self.monitor.close()

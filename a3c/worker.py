@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 
 import torch
 
+from a3c.child import ChildGuard, format_error
 from a3c.config import Config
 from a3c.learner import Learner
 from a3c.model import ActorCritic
@@ -21,21 +22,28 @@ def run_learner(
     learner: Learner,
     counters: Counters,
     stop: StopSignal,
-    emit,
+    emit: Callable[[list[EpisodeRecord]], None],
     start_time: float,
     max_updates: int | None = None,
+    should_exit: Callable[[], bool] = lambda: False,
 ) -> None:
-    """Update until the run stops (or ``max_updates``), counting steps and emitting finished episodes."""
+    """Update until the run stops (or ``max_updates``, or ``should_exit``), counting steps in this worker's
+    slots and emitting the episodes each update finished as one list (one queue message per update)."""
     max_steps = learner.config.max_steps
     done = 0
-    while not stop.is_set() and (max_updates is None or done < max_updates):
+    while not stop.is_set() and not should_exit() and (max_updates is None or done < max_updates):
         result = learner.update()
         counters.add(worker_id, result.steps)
         done += 1
         global_step = counters.total_steps
-        wall_time = round(time.time() - start_time, 3)
-        for ep in result.episodes:
-            emit(EpisodeRecord(wall_time, global_step, worker_id, ep.episode_return, ep.length))
+        if result.episodes:
+            wall_time = round(time.time() - start_time, 3)
+            emit(
+                [
+                    EpisodeRecord(wall_time, global_step, worker_id, e.episode_return, e.length)
+                    for e in result.episodes
+                ]
+            )
         if max_steps is not None and global_step >= max_steps:
             stop.stop(StopReason.MAX_STEPS)
 
@@ -52,14 +60,13 @@ def worker_main(
     start_time: float,
 ) -> None:
     """Process target of worker ``worker_id``; on any error it reports the traceback and exits 1."""
-    torch.set_num_threads(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the trainer handles Ctrl-C and tells us through ``stop``
+    guard = ChildGuard()  # first: set_num_threads(1), signals
     learner = None
     try:
         learner = Learner(config, shared_model, optimizer, seed)
-        run_learner(worker_id, learner, counters, stop, queue.put, start_time)
+        run_learner(worker_id, learner, counters, stop, queue.put, start_time, should_exit=guard.should_exit)
     except BaseException:
-        queue.put(ErrorRecord(f"worker {worker_id}", traceback.format_exc()))
+        queue.put(ErrorRecord(f"worker {worker_id}", format_error(traceback.format_exc())))
         sys.exit(1)
     finally:
         if learner is not None:

@@ -48,8 +48,8 @@ def make_env(env_id: str, seed: int | None = None, **kwargs) -> gym.Env:
         raise EnvSetupError(
             f"--env: environment {env_id!r} needs module {exc.name!r}, which is not installed"
         ) from exc
-    except gym.error.Error as exc:
-        raise EnvSetupError(f"--env: {env_id!r} cannot be made: {exc}") from exc
+    except Exception as exc:  # gymnasium and env modules raise many kinds for a bad id or a broken env
+        raise EnvSetupError(f"--env: {env_id!r} cannot be made ({type(exc).__name__}: {exc})") from exc
     if seed is not None:
         env.reset(seed=seed)
         env.action_space.seed(seed)
@@ -76,8 +76,11 @@ def inspect_env(env_id: str) -> EnvInfo:
     try:
         check_spaces(env_id, env.observation_space, env.action_space)
         spec = env.spec
+        # "CartPole" resolves to its newest version: use the full id (for the preset and the run dir). An id
+        # with a module prefix ("pkg.mod:Name-v0") keeps it, so that spawned workers import the module too.
+        full_id = spec.id if spec is not None and ":" not in env_id else env_id
         return EnvInfo(
-            env_id=env_id,
+            env_id=full_id,
             obs_dim=int(np.prod(env.observation_space.shape)),
             n_actions=int(env.action_space.n),
             reward_threshold=None if spec is None else spec.reward_threshold,
@@ -98,5 +101,6 @@ def make_vector_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
         env_id,
         num_envs=num_envs,
         vectorization_mode="sync",
-        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP},
+        # copy=False: callers copy each observation into their own buffers before the next step.
+        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP, "copy": False},
     )

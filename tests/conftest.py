@@ -39,6 +39,17 @@ def processes_with_token(token: str) -> set[int]:
     return alive(found)
 
 
+def left_behind(token: str, timeout: float = 10.0) -> set[int]:
+    """Processes of ``token`` still alive after up to ``timeout`` s. multiprocessing's resource tracker
+    exits on its own only once it reads EOF from the dead trainer, so a short wait is part of the contract."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (left := processes_with_token(token)) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling a condition under a deadline, not a guess at how long something takes
+    return left
+
+
 def run_a3c(*args: str, timeout: float = 300, token: str = "") -> subprocess.CompletedProcess:
     """Run ``python -m a3c ARGS`` to completion (under a timeout) and capture its output."""
     return subprocess.run(
@@ -113,7 +124,7 @@ def token(request) -> str:
 
     value = uuid.uuid4().hex
     yield value
-    left = processes_with_token(value)
+    left = left_behind(value)
     for pid in left:
         os.kill(pid, 9)
     assert not left, f"processes left behind: {sorted(left)}"

@@ -43,6 +43,10 @@ def bad(capsys, *args: str) -> str:
         (["--env", "CartPole-v1", "--set", "lr"], ["--set", "key=value"]),
         (["--env", "CartPole-v1", "--workers", "abc"], ["--workers", "abc"]),
         (["--env", "CartPole-v1", "--workers", "2", "--serial"], ["--workers", "--serial"]),
+        (["--env", "CartPole-v1", "--seed", "-1"], ["seed", "-1"]),
+        (["--env", "CartPole-v1", "--eval-interval", "inf"], ["eval_interval", "inf", "finite"]),
+        (["--env", "CartPole-v1", "--target-return", "nan"], ["target_return", "nan", "finite"]),
+        (["--env", "a:b:c"], ["--env", "'a:b:c'"]),
     ],
 )
 def test_bad_train_input_is_one_line_and_exit_2(capsys, tmp_path, args, expected):
@@ -65,8 +69,24 @@ def test_existing_run_dir_is_refused_and_kept(capsys, tmp_path):
 def test_force_does_not_replace_a_directory_that_is_not_a_run(capsys, tmp_path):
     (tmp_path / "notes.txt").write_text("keep me")
     line = bad(capsys, "train", "--env", "CartPole-v1", "--run-dir", str(tmp_path), "--force")
-    assert "not a run directory" in line
+    assert "not an a3c run directory" in line
     assert (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+def test_force_does_not_replace_a_project_that_has_a_config_json(capsys, tmp_path):
+    # An a3c-looking config.json next to other files: still not a run, so --force must not delete it.
+    (tmp_path / "config.json").write_text('{"env_id": "CartPole-v1", "versions": {"a3c": "0.1.0"}}')
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "important.py").write_text("keep me")
+    line = bad(capsys, "train", "--env", "CartPole-v1", "--run-dir", str(tmp_path), "--force")
+    assert "not an a3c run directory" in line
+    assert (tmp_path / "src" / "important.py").read_text() == "keep me"
+
+
+def test_run_dir_below_a_file_is_bad_input(capsys, tmp_path):
+    (tmp_path / "file").write_text("x")
+    line = bad(capsys, "train", "--env", "CartPole-v1", "--run-dir", str(tmp_path / "file" / "run"))
+    assert "--run-dir" in line and "cannot be created" in line
 
 
 def test_evaluate_missing_checkpoint(capsys, tmp_path):

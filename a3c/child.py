@@ -1,0 +1,37 @@
+"""What every child process does first, and how it learns that it should exit on its own."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import torch
+
+
+class ChildGuard:
+    """Set up a spawned child and watch for reasons to exit that do not come through the stop flag.
+
+    On creation: ``torch.set_num_threads(1)`` (DESIGN invariant 3); SIGINT ignored (the trainer handles
+    Ctrl-C and stops children through the stop flag); SIGTERM recorded, so that a SIGTERM sent to the whole
+    process group (as ``timeout`` or a batch scheduler do) ends the child at its next update instead of
+    killing it mid-write. ``should_exit()`` is also true once the parent is gone: no orphan trains on.
+    """
+
+    def __init__(self):
+        torch.set_num_threads(1)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        self.parent_pid = os.getppid()
+        self.terminated = False
+
+    def _on_sigterm(self, _signum, _frame) -> None:
+        self.terminated = True
+
+    def should_exit(self) -> bool:
+        return self.terminated or os.getppid() != self.parent_pid
+
+
+def format_error(traceback_text: str, limit: int = 3000) -> str:
+    """The tail of a traceback, short enough that its queue message is one atomic pipe write (< 4 KiB):
+    a child terminated mid-message can then never leave a half record that blocks the trainer's read."""
+    return traceback_text if len(traceback_text) <= limit else "...\n" + traceback_text[-limit:]
