@@ -25,7 +25,7 @@ class Progress:
         self.live = enabled and self.stream.isatty()
         self.bar = tqdm(
             total=total_steps,
-            unit="step",
+            unit=" steps",
             unit_scale=True,
             dynamic_ncols=True,
             file=self.stream,

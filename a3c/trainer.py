@@ -368,6 +368,7 @@ class Trainer:
             exit_code = exit_code or 1
         summary = self.monitor.summary(exit_reason)
         write_json(self.run_dir / "summary.json", summary)
+        self.monitor.refresh()  # the display ends on the final totals
         self.monitor.close()
         print(format_summary(summary, self.run_dir), flush=True)
         return exit_code
