@@ -24,7 +24,9 @@ PRESET = "[default: the env's preset, else {}]"
 
 
 @cli.command()
-@click.option("--env", "env_id", required=True, help="Gymnasium env id, e.g. CartPole-v1.")
+@click.option(
+    "--env", "env_id", default=None, help="Gymnasium env id, e.g. CartPole-v1 (required unless --resume)."
+)
 @click.option("--workers", type=int, default=None, help="Worker processes. " + PRESET.format(2))
 @click.option(
     "--envs-per-worker",
@@ -67,10 +69,31 @@ PRESET = "[default: the env's preset, else {}]"
     help="Override any config field (repeatable), e.g. --set lr=3e-4 --set hidden_sizes=128,128. "
     "Keys: see `a3c config-keys`.",
 )
+@click.option(
+    "--checkpoint-interval",
+    type=float,
+    default=None,
+    help="Seconds between checkpoints (checkpoints/last.pt; --set keep_checkpoints=N older ones kept).  "
+    "[default: 60]",
+)
+@click.option(
+    "--hang-timeout",
+    type=float,
+    default=None,
+    help="A child silent (no heartbeat) this many seconds counts as crashed and is restarted.  [default: 60]",
+)
+@click.option(
+    "--resume",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="RUN_DIR",
+    help="Continue RUN_DIR from its checkpoints/last.pt (counters, CSVs, wall time continue); "
+    "options given here override its config, except env and model shape.",
+)
 @click.option("--serial", is_flag=True, help="One worker in this process, no spawn (debugging, tests).")
 @click.option("--quiet", is_flag=True, help="No live progress display.")
 def train(
-    env_id: str,
+    env_id: str | None,
     workers: int | None,
     envs_per_worker: int | None,
     seed: int | None,
@@ -82,6 +105,9 @@ def train(
     eval_interval: float | None,
     eval_episodes: int | None,
     overrides: tuple[str, ...],
+    checkpoint_interval: float | None,
+    hang_timeout: float | None,
+    resume: Path | None,
     serial: bool,
     quiet: bool,
 ) -> None:
@@ -97,7 +123,6 @@ def train(
     if serial and workers not in (None, 1):
         raise BadInput(f"--workers: {workers} is not allowed with --serial; expected 1")
     parsed = parse_set(overrides)
-    info = inspect_env(env_id)
     options = {
         "workers": 1 if serial else workers,
         "envs_per_worker": envs_per_worker,
@@ -107,14 +132,58 @@ def train(
         "target_return": target_return,
         "eval_interval": eval_interval,
         "eval_episodes": eval_episodes,
+        "checkpoint_interval": checkpoint_interval,
+        "hang_timeout": hang_timeout,
     }
-    config = resolve_config(info, options, parsed)
+    if resume is not None:
+        if run_dir is not None or force:
+            raise BadInput("--resume: RUN_DIR is the run dir; --run-dir and --force are not allowed with it")
+        config, info, checkpoint = _resume_config(resume, env_id, options, parsed)
+        run_dir = resume
+    elif env_id is None:
+        raise BadInput("--env: missing; expected a Gymnasium env id (or --resume RUN_DIR)")
+    else:
+        info = inspect_env(env_id)
+        config = resolve_config(info, options, parsed)
+        checkpoint = None
+        run_dir = run_dir or default_run_dir(info.env_id, config.seed)
+        check_run_dir(run_dir, force)
     if serial and config.workers != 1:
         raise BadInput(f"workers: {config.workers} is not allowed with --serial; expected 1")
-    run_dir = run_dir or default_run_dir(env_id, config.seed)
-    check_run_dir(run_dir, force)
-    trainer = Trainer(config, info, run_dir, serial=serial, force=force, show_progress=not quiet)
+    trainer = Trainer(
+        config, info, run_dir, serial=serial, force=force, show_progress=not quiet, resume=checkpoint
+    )
     sys.exit(trainer.run())
+
+
+def _resume_config(run_dir: Path, env_id: str | None, options: dict, overrides: dict):
+    """The config, env and checkpoint of a resume; anything that does not fit is BadInput (exit 2)."""
+    import json
+
+    from a3c.config import Config
+    from a3c.resume import check_compatible, load_resume_checkpoint
+    from envs import inspect_env
+
+    checkpoint = load_resume_checkpoint(run_dir)
+    saved = Config.from_dict(checkpoint["config"])
+    try:
+        recorded_env = json.loads((run_dir / "config.json").read_text()).get("env_id")
+    except (OSError, ValueError, AttributeError):
+        recorded_env = None
+    if recorded_env != saved.env_id:
+        raise BadInput(
+            f"--resume: checkpoints/last.pt is for {saved.env_id!r} but {str(run_dir)!r} is a run of "
+            f"{recorded_env!r}; a checkpoint of another env cannot be resumed here"
+        )
+    if env_id is not None and env_id != saved.env_id:
+        raise BadInput(f"--env: {env_id!r} does not match the resumed run's env {saved.env_id!r}")
+    info = inspect_env(saved.env_id)
+    if (info.obs_dim, info.n_actions) != (checkpoint.get("obs_dim"), checkpoint.get("n_actions")):
+        raise BadInput(f"--resume: the checkpoint's model does not fit {saved.env_id}'s spaces")
+    values = {**saved.to_dict(), **{k: v for k, v in options.items() if v is not None}, **overrides}
+    config = Config(**values).validate()
+    check_compatible(checkpoint, config, run_dir)
+    return config, info, checkpoint
 
 
 @cli.command()

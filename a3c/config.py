@@ -48,6 +48,12 @@ class Config:
     )
     eval_interval: float = field(default=2.0, metadata={"help": "seconds between evaluations"})
     eval_episodes: int = field(default=10, metadata={"help": "greedy episodes per evaluation"})
+    checkpoint_interval: float = field(default=60.0, metadata={"help": "seconds between checkpoints/last.pt"})
+    keep_checkpoints: int = field(default=3, metadata={"help": "earlier checkpoints kept beside last.pt"})
+    max_restarts: int = field(
+        default=3, metadata={"help": "restarts of one crashed child allowed within 10 minutes"}
+    )
+    hang_timeout: float = field(default=60.0, metadata={"help": "seconds without a heartbeat = a hung child"})
 
     def validate(self) -> Config:
         """Raise BadInput naming the first invalid field, its value and what is allowed; return self."""
@@ -79,6 +85,18 @@ class Config:
             ("target_return", self.target_return is None or finite(self.target_return), "a finite number"),
             ("eval_interval", self.eval_interval > 0 and finite(self.eval_interval), "a finite number > 0"),
             ("eval_episodes", self.eval_episodes >= 1, "an integer >= 1"),
+            (
+                "checkpoint_interval",
+                self.checkpoint_interval > 0 and finite(self.checkpoint_interval),
+                "a finite number of seconds > 0",
+            ),
+            ("keep_checkpoints", self.keep_checkpoints >= 0, "an integer >= 0"),
+            ("max_restarts", self.max_restarts >= 0, "an integer >= 0"),
+            (
+                "hang_timeout",
+                self.hang_timeout > 0 and finite(self.hang_timeout),
+                "a finite number of seconds > 0",
+            ),
         ]
         for name, ok, allowed in checks:
             if not ok:

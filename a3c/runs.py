@@ -127,7 +127,7 @@ def run_metadata(argv: Sequence[str] | None = None) -> dict[str, Any]:
     return {
         "versions": {
             "python": platform.python_version(),
-            "torch": torch.__version__,
+            "torch": str(torch.__version__),
             "gymnasium": gymnasium.__version__,
             "numpy": numpy.__version__,
             "a3c": __version__,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
+import time
 from collections.abc import Iterable
 
 import numpy as np
@@ -130,29 +131,60 @@ class _NumpyViews:
 class Counters(_NumpyViews):
     """Exact counts without a lock: worker i writes only slot i of each int64 vector; readers sum.
 
-    ``steps[i]`` env steps and ``updates[i]`` optimizer updates done by worker i.
+    ``steps[i]`` env steps, ``updates[i]`` optimizer updates and ``skipped[i]`` updates skipped for a
+    non-finite gradient, by worker i; ``base`` holds the totals a resumed run starts from [steps, updates,
+    skipped], so totals never go back across a resume (DESIGN invariant 5).
     """
 
-    def __init__(self, num_workers: int):
+    def __init__(self, num_workers: int, base_steps: int = 0, base_updates: int = 0, base_skipped: int = 0):
         self.steps = torch.zeros(num_workers, dtype=torch.int64).share_memory_()
         self.updates = torch.zeros(num_workers, dtype=torch.int64).share_memory_()
+        self.skipped = torch.zeros(num_workers, dtype=torch.int64).share_memory_()
+        self.base = torch.tensor([base_steps, base_updates, base_skipped], dtype=torch.int64)
 
-    def add(self, worker: int, steps: int) -> None:
+    def add(self, worker: int, steps: int, skipped: bool = False) -> None:
         """Record one update of ``steps`` env steps by ``worker`` (its own slots only)."""
         self._view("steps")[worker] += steps
         self._view("updates")[worker] += 1
+        if skipped:
+            self._view("skipped")[worker] += 1
 
     @property
     def total_steps(self) -> int:
-        return int(self._view("steps").sum())
+        return int(self.base[0]) + int(self._view("steps").sum())
 
     @property
     def total_updates(self) -> int:
-        return int(self._view("updates").sum())
+        return int(self.base[1]) + int(self._view("updates").sum())
 
-    def snapshot(self) -> tuple[np.ndarray, np.ndarray]:
-        """Copies of (steps [N], updates [N]) taken together, for a consistent checkpoint."""
-        return self._view("steps").copy(), self._view("updates").copy()
+    @property
+    def total_skipped(self) -> int:
+        return int(self.base[2]) + int(self._view("skipped").sum())
+
+    def snapshot(self) -> dict[str, int | torch.Tensor]:
+        """The totals and this run segment's per-worker slots, read together (for a checkpoint)."""
+        return {
+            "global_step": self.total_steps,
+            "updates": self.total_updates,
+            "skipped_updates": self.total_skipped,
+            "worker_steps": self.steps.clone(),
+            "worker_updates": self.updates.clone(),
+        }
+
+
+class Heartbeats(_NumpyViews):
+    """One float64 slot per child (workers 0..N-1, then the evaluator): the ``time.time()`` of its last
+    sign of life. A child writes only its own slot; the trainer reads them all to find a hung child."""
+
+    def __init__(self, num_children: int):
+        self.times = torch.zeros(num_children, dtype=torch.float64).share_memory_()
+
+    def beat(self, slot: int) -> None:
+        self._view("times")[slot] = time.time()
+
+    def age(self, slot: int) -> float:
+        """Seconds since ``slot``'s last beat."""
+        return time.time() - float(self._view("times")[slot])
 
 
 class StopReason(enum.IntEnum):

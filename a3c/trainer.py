@@ -6,11 +6,11 @@ the Evaluator in this process (no spawn) with the same code and the same files.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
 import traceback
-from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -23,22 +23,32 @@ from a3c.evaluator import Evaluator, evaluator_main
 from a3c.learner import Learner, build_model
 from a3c.progress import Progress
 from a3c.records import ErrorRecord, EvalRecord
-from a3c.runs import EPISODE_COLUMNS, CsvLog, create_run_dir, run_metadata, save_checkpoint, write_json
-from a3c.shared import Counters, StopReason, StopSignal, assert_shared, make_optimizer
+from a3c.resume import restore_model, restore_optimizer, trim_csv
+from a3c.runs import (
+    EPISODE_COLUMNS,
+    CsvLog,
+    create_run_dir,
+    run_metadata,
+    save_checkpoint,
+    write_json,
+)
+from a3c.shared import Counters, Heartbeats, StopReason, StopSignal, assert_shared, make_optimizer
+from a3c.supervisor import ChildSpec, Supervisor
 from a3c.worker import run_learner, worker_main
 from envs import EnvInfo
 
 TICK_S = 0.1  # supervision period: how often the trainer looks at children, budgets and signals
-CHECKPOINT_EVERY_S = 60.0
+FINITE_CHECK_S = 1.0  # how often the shared parameters are checked for NaN/inf
 STOP_GRACE_S = 3.0  # children get this long to exit after an interrupt or a failure ...
 FINAL_EVAL_GRACE_S = 60.0  # ... and this long when the evaluator still plays its final evaluation
-DRAIN_MAX = 500  # messages handled per supervision tick, so a flood of records cannot starve supervision
 EXIT_CODES = {StopReason.SOLVED: 0, StopReason.MAX_STEPS: 0, StopReason.MAX_SECONDS: 0, StopReason.FAILED: 1}
 
 
-def child_seeds(seed: int, count: int) -> list[int]:
-    """Independent seeds for the workers and, last, the evaluator (no two processes share a stream)."""
-    return [int(s.generate_state(1)[0] % 2**30) for s in np.random.SeedSequence(seed).spawn(count)]
+def child_seed(seed: int, slot: int, restart: int = 0, resume: int = 0) -> int:
+    """The seed of child ``slot`` (workers 0..N-1, then the evaluator) at its ``restart``-th start in the
+    ``resume``-th segment of the run: a stream of its own that no other process, earlier or later, shares."""
+    sequence = np.random.SeedSequence(seed, spawn_key=(resume, slot, restart))
+    return int(sequence.generate_state(1)[0] % 2**30)
 
 
 class RunMonitor:
@@ -54,13 +64,14 @@ class RunMonitor:
         serial: bool,
     ):
         self.config = config
-        self.config_serial = serial
+        self.serial = serial
         self.counters = counters
         self.start_time = start_time
         self.episodes_log = CsvLog(run_dir / "episodes.csv", EPISODE_COLUMNS)
         self.episodes = 0
+        self.last_row = (0.0, 0)  # (wall_time, global_step) of the last episodes.csv row
         self.last_eval: EvalRecord | None = None
-        self.solved_eval: EvalRecord | None = None
+        self.solved_at: tuple[float, int] | None = None  # (wall_time, global_step) of the first solved eval
         self.best_mean: float | None = None
         self.errors: list[ErrorRecord] = []
         self.progress = Progress(config.max_steps, enabled=show_progress)
@@ -69,13 +80,21 @@ class RunMonitor:
         """Take one message: a list of EpisodeRecord (one update's), an EvalRecord or an ErrorRecord."""
         if isinstance(record, list):
             for episode in record:
+                # Workers stamp their records concurrently, so one may arrive a few steps "late": keeping
+                # the columns non-decreasing (the run-dir contract) costs at most that much precision.
+                self.last_row = (
+                    max(self.last_row[0], episode.wall_time),
+                    max(self.last_row[1], episode.global_step),
+                )
                 self.episodes += 1
-                self.episodes_log.write(episode)
+                self.episodes_log.write(
+                    episode._replace(wall_time=self.last_row[0], global_step=self.last_row[1])
+                )
         elif isinstance(record, EvalRecord):
             self.last_eval = record
             self.best_mean = record.best_mean_return
-            if record.solved and self.solved_eval is None:
-                self.solved_eval = record
+            if record.solved and self.solved_at is None:
+                self.solved_at = (record.wall_time, record.global_step)
         elif isinstance(record, ErrorRecord):
             self.errors.append(record)
 
@@ -83,18 +102,17 @@ class RunMonitor:
         last = None if self.last_eval is None else self.last_eval.mean_return
         self.progress.update(self.counters.total_steps, self.episodes, last, self.best_mean)
 
-    def summary(self, exit_reason: str) -> dict[str, Any]:
+    def summary(self, exit_reason: str, restarts: int) -> dict[str, Any]:
         wall_s = time.time() - self.start_time
         total = self.counters.total_steps
-        solved = self.solved_eval
         # In serial mode the evaluator shares this process, so its CPU time cannot be told apart.
-        cpu_s = None if self.last_eval is None or self.config_serial else self.last_eval.cpu_s
+        cpu_s = None if self.last_eval is None or self.serial else self.last_eval.cpu_s
         return {
             "env_id": self.config.env_id,
-            "solved": solved is not None,
+            "solved": self.solved_at is not None,
             "target_return": self.config.target_return,
-            "time_to_solve_s": None if solved is None else solved.wall_time,
-            "steps_to_solve": None if solved is None else solved.global_step,
+            "time_to_solve_s": None if self.solved_at is None else self.solved_at[0],
+            "steps_to_solve": None if self.solved_at is None else self.solved_at[1],
             "total_steps": total,
             "wall_s": round(wall_s, 3),
             "steps_per_s": round(total / wall_s, 1) if wall_s > 0 else None,
@@ -105,6 +123,8 @@ class RunMonitor:
             "last_mean_return": None if self.last_eval is None else self.last_eval.mean_return,
             "evaluator_cpu_s": None if cpu_s is None else round(cpu_s, 3),
             "evaluator_cpu_fraction": None if cpu_s is None else round(cpu_s / wall_s, 4),
+            "restarts": restarts,
+            "skipped_updates": self.counters.total_skipped,
         }
 
     def close(self) -> None:
@@ -113,7 +133,18 @@ class RunMonitor:
 
 
 class Trainer:
-    """One training run. Call ``run()`` once; it returns the process exit code."""
+    """One training run (or the next segment of one, with ``resume``). Call ``run()`` once; it returns the
+    process exit code.
+
+    Args:
+        config: the resolved, validated config.
+        info: the inspected env.
+        run_dir: the run directory (created here; with ``resume`` it exists and is continued).
+        serial: one learner in this process instead of spawned workers.
+        force: replace an earlier run in ``run_dir``.
+        show_progress: the live display.
+        resume: a checkpoint from ``load_resume_checkpoint`` to continue from.
+    """
 
     def __init__(
         self,
@@ -124,14 +155,11 @@ class Trainer:
         serial: bool = False,
         force: bool = False,
         show_progress: bool = True,
-        argv: list[str] | None = None,
+        resume: dict[str, Any] | None = None,
     ):
         self.config = config
         self.info = info
         self.serial = serial
-        self.run_dir = create_run_dir(run_dir, force)
-        write_json(self.run_dir / "config.json", {**config.to_dict(), "serial": serial, **run_metadata(argv)})
-        self.start_time = time.time()
         torch.set_num_threads(1)  # DESIGN invariant 3: measured 10x slower on 2 cores without it
         torch.manual_seed(config.seed)
         self.model = build_model(config, info.obs_dim, info.n_actions)
@@ -140,13 +168,43 @@ class Trainer:
         self.optimizer = make_optimizer(
             config.optimizer, self.model.parameters(), config.lr, config.optimizer_eps
         )
+        source = str(run_dir / "checkpoints" / "last.pt")
+        if resume is not None:  # restore in place, before anything is written to the run dir
+            restore_model(self.model, resume["model_state"], source)
+            restore_optimizer(self.optimizer, resume["optimizer_state"], source)
         assert_shared(self.model, self.optimizer)
-        self.counters = Counters(config.workers)
+        self.resume_index = 0 if resume is None else int(resume.get("resumes", 0)) + 1
+        wall_before = 0.0 if resume is None else float(resume["wall_time"])
+        self.counters = Counters(
+            config.workers,
+            *(
+                ()
+                if resume is None
+                else (resume["global_step"], resume["updates"], resume.get("skipped_updates", 0))
+            ),
+        )
+        episodes_kept = 0
+        if resume is None:
+            self.run_dir = create_run_dir(run_dir, force)
+        else:
+            self.run_dir = run_dir
+            trim_csv(run_dir / "eval.csv", int(resume["global_step"]), wall_before)
+            episodes_kept = trim_csv(run_dir / "episodes.csv", int(resume["global_step"]), wall_before)
+        metadata = {**config.to_dict(), "serial": serial, **run_metadata(), "resumes": self.resume_index}
+        write_json(self.run_dir / "config.json", metadata)
+        self.start_time = time.time() - wall_before  # wall_time continues across a resume
         self.stop = StopSignal()
+        self.heartbeats = Heartbeats(config.workers + 1)
         self.monitor = RunMonitor(config, self.run_dir, self.counters, self.start_time, show_progress, serial)
-        self.seeds = child_seeds(config.seed, config.workers + 1)
+        if resume is not None:
+            self.monitor.episodes = episodes_kept
+            self.monitor.best_mean = resume.get("best_mean_return")
+            solved = resume.get("solved_at")
+            self.monitor.solved_at = None if solved is None else (float(solved[0]), int(solved[1]))
+        self.supervisor: Supervisor | None = None
         self.signal_received: int | None = None
-        self.last_checkpoint = time.monotonic()
+        self.params_finite = True
+        self.last_checkpoint = self.last_finite_check = time.monotonic()
 
     # -- the pieces both modes share ------------------------------------------------------------------------
 
@@ -164,31 +222,60 @@ class Trainer:
             self.stop.stop(StopReason.MAX_SECONDS)
         elif cfg.max_steps is not None and self.counters.total_steps >= cfg.max_steps:
             self.stop.stop(StopReason.MAX_STEPS)
-        if time.monotonic() - self.last_checkpoint >= CHECKPOINT_EVERY_S:
+        now = time.monotonic()
+        if now - self.last_finite_check >= FINITE_CHECK_S:
+            self.last_finite_check = now
+            self._check_finite()
+        if now - self.last_checkpoint >= cfg.checkpoint_interval and self.params_finite:
             try:
                 self._save_last()
-            except OSError as exc:  # a full disk should not end the run; the final save will try again
-                print(f"warning: periodic checkpoint failed: {exc}", file=sys.stderr)
+            except OSError as exc:  # a full disk should not end the run; the last good checkpoint stays
+                self.last_checkpoint = now
+                print(f"warning: checkpoint failed, the previous one is kept: {exc}", file=sys.stderr)
+
+    def _check_finite(self) -> None:
+        """NaN/inf in the shared weights ends the run; the last (good) checkpoint is then not overwritten."""
+        if self.params_finite and not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+            self.params_finite = False
+            self.monitor.errors.append(
+                ErrorRecord(
+                    "trainer",
+                    "the shared parameters became non-finite (NaN or inf); training stopped and "
+                    "checkpoints/last.pt was left as the last good checkpoint (try a lower lr)",
+                )
+            )
+
+    def _checkpoint_payload(self) -> dict[str, Any]:
+        return {
+            "config": self.config.to_dict(),
+            "obs_dim": self.info.obs_dim,
+            "n_actions": self.info.n_actions,
+            "model_state": self.model.state_dict(),
+            "optimizer_state": self.optimizer.state_dict(),
+            **self.counters.snapshot(),
+            "episodes": self.monitor.episodes,
+            "wall_time": time.time() - self.start_time,
+            "best_mean_return": self.monitor.best_mean,
+            "mean_return": self.monitor.best_mean,
+            "solved_at": self.monitor.solved_at,
+            "resumes": self.resume_index,
+            "rng_state": torch.get_rng_state(),
+            **run_metadata(),
+        }
 
     def _save_last(self) -> None:
+        """Write checkpoints/last.pt atomically and keep the ``keep_checkpoints`` previous ones beside it."""
         self.last_checkpoint = time.monotonic()
-        worker_steps, worker_updates = self.counters.snapshot()
-        save_checkpoint(
-            self.run_dir / "checkpoints" / "last.pt",
-            {
-                "config": self.config.to_dict(),
-                "obs_dim": self.info.obs_dim,
-                "n_actions": self.info.n_actions,
-                "model_state": self.model.state_dict(),
-                "optimizer_state": self.optimizer.state_dict(),
-                "worker_steps": torch.from_numpy(worker_steps),
-                "worker_updates": torch.from_numpy(worker_updates),
-                "global_step": int(worker_steps.sum()),
-                "updates": int(worker_updates.sum()),
-                "wall_time": time.time() - self.start_time,
-                "mean_return": self.monitor.best_mean,
-            },
-        )
+        folder = self.run_dir / "checkpoints"
+        payload = self._checkpoint_payload()
+        save_checkpoint(folder / "last.pt", payload)
+        if self.config.keep_checkpoints > 0:
+            # A hard link: the history costs no copy, and last.pt's next os.replace leaves this inode alone.
+            history = folder / f"step-{payload['global_step']:012d}.pt"
+            history.unlink(missing_ok=True)
+            os.link(folder / "last.pt", history)
+        for old in sorted(folder.glob("step-*.pt"))[: -self.config.keep_checkpoints or None]:
+            old.unlink(missing_ok=True)
 
     def _evaluator(self) -> Evaluator:
         return Evaluator(
@@ -196,11 +283,15 @@ class Trainer:
             self.model,
             self.counters,
             self.run_dir,
-            self.seeds[-1],
+            child_seed(self.config.seed, self.config.workers, 0, self.resume_index),
             self.start_time,
             self.info.obs_dim,
             self.info.n_actions,
+            self._best(),
         )
+
+    def _best(self) -> float:
+        return -float("inf") if self.monitor.best_mean is None else self.monitor.best_mean
 
     # -- run ---------------------------------------------------------------------------------------------
 
@@ -208,7 +299,6 @@ class Trainer:
         """Train until the target, a budget, a signal or a failure; write last.pt and summary.json."""
         old_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            # SIGTERM is ours from the start; SIGINT too, except while children start (see _run_spawned).
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
             try:
@@ -221,7 +311,9 @@ class Trainer:
                 signal.signal(s, handler)
 
     def _run_serial(self) -> None:
-        learner = Learner(self.config, self.model, self.optimizer, self.seeds[0])
+        learner = Learner(
+            self.config, self.model, self.optimizer, child_seed(self.config.seed, 0, 0, self.resume_index)
+        )
         evaluator = self._evaluator()
         next_eval = time.monotonic() + self.config.eval_interval
         interrupted = lambda: self.signal_received is not None  # noqa: E731
@@ -246,107 +338,80 @@ class Trainer:
             if record.solved:
                 self.stop.stop(StopReason.SOLVED)
 
-    def _run_spawned(self) -> None:
-        cfg = self.config
-        ctx = mp.get_context("spawn")
-        queue = ctx.SimpleQueue()
-        children: dict[str, mp.Process] = {}
-        for i in range(cfg.workers):
-            children[f"worker {i}"] = ctx.Process(
-                target=worker_main,
-                name=f"a3c-worker-{i}",
-                args=(
+    def _child_specs(self) -> list[ChildSpec]:
+        cfg, seed, resume = self.config, self.config.seed, self.resume_index
+        shared = (self.counters, self.stop, self.heartbeats)
+        specs = [
+            ChildSpec(
+                f"worker {i}",
+                i,
+                worker_main,
+                lambda restart, conn, i=i: (
                     i,
                     cfg,
                     self.model,
                     self.optimizer,
-                    self.counters,
-                    self.stop,
-                    queue,
-                    self.seeds[i],
+                    *shared,
+                    conn,
+                    child_seed(seed, i, restart, resume),
                     self.start_time,
                 ),
             )
-        children["evaluator"] = ctx.Process(
-            target=evaluator_main,
-            name="a3c-evaluator",
-            args=(
-                cfg,
-                self.model,
-                self.counters,
-                self.stop,
-                queue,
-                self.run_dir,
-                self.seeds[-1],
-                self.start_time,
-                self.info.obs_dim,
-                self.info.n_actions,
-            ),
+            for i in range(cfg.workers)
+        ]
+        specs.append(
+            ChildSpec(
+                "evaluator",
+                cfg.workers,
+                evaluator_main,
+                lambda restart, conn: (
+                    cfg,
+                    self.model,
+                    *shared,
+                    conn,
+                    self.run_dir,
+                    child_seed(seed, cfg.workers, restart, resume),
+                    self.start_time,
+                    self.info.obs_dim,
+                    self.info.n_actions,
+                    self._best(),
+                ),
+            )
+        )
+        return specs
+
+    def _run_spawned(self) -> None:
+        self.supervisor = supervisor = Supervisor(
+            mp.get_context("spawn"),
+            self._child_specs(),
+            self.heartbeats,
+            self.monitor.handle,
+            self.config.max_restarts,
+            self.config.hang_timeout,
         )
         try:
-            # Children inherit an ignored SIGINT (Python then installs no KeyboardInterrupt handler in them),
-            # so a Ctrl-C in the terminal, sent to the whole process group, reaches only this process, which
-            # stops them in order through the stop flag.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            try:
-                for child in children.values():
-                    child.start()
-            finally:
-                signal.signal(signal.SIGINT, self._on_signal)
-            self._supervise(children, queue)
+            supervisor.start_all()
+            while not self.stop.is_set():
+                supervisor.poll(TICK_S, stopping=False)
+                if supervisor.failure is not None:
+                    self.monitor.errors.append(supervisor.failure)
+                self._check_budget_and_signals()
+                self.monitor.refresh()
         finally:
-            self._shutdown(children, queue)
+            self.stop.stop(StopReason.FAILED if self.monitor.errors else StopReason.INTERRUPTED)
+            grace = FINAL_EVAL_GRACE_S if self.stop.reason.is_budget else STOP_GRACE_S
+            deadline = time.monotonic() + grace
 
-    def _drain(self, queue, limit: int | None = DRAIN_MAX) -> None:
-        handled = 0
-        while not queue.empty() and (limit is None or handled < limit):
-            self.monitor.handle(queue.get())
-            handled += 1
+            def current_deadline() -> float:  # a Ctrl-C during the final evaluation cuts it short
+                nonlocal deadline
+                if self.signal_received is not None:
+                    deadline = min(deadline, time.monotonic() + STOP_GRACE_S)
+                return deadline
 
-    def _supervise(self, children: dict[str, mp.Process], queue) -> None:
-        watched = dict(children)
-        while not self.stop.is_set():
-            self._drain(queue)
-            self._check_budget_and_signals()  # signals first: a child's death after one is not a failure
-            for name, child in list(watched.items()):
-                if child.exitcode is None:
-                    continue
-                del watched[name]
-                if child.exitcode != 0 and not self.stop.is_set():
-                    self._drain(queue, limit=None)  # its ErrorRecord, if it managed to send one
-                    if not any(e.source == name for e in self.monitor.errors):
-                        self.monitor.errors.append(
-                            ErrorRecord(name, f"{name} died with exit code {child.exitcode}")
-                        )
-                    self.stop.stop(StopReason.FAILED)
-            self.monitor.refresh()
-            wait([c.sentinel for c in watched.values()], timeout=TICK_S)
-
-    def _shutdown(self, children: dict[str, mp.Process], queue) -> None:
-        """Stop every child: the stop flag, then joins under a deadline, then terminate, then kill."""
-        self.stop.stop(StopReason.FAILED if self.monitor.errors else StopReason.INTERRUPTED)
-        started = [c for c in children.values() if c.pid is not None]
-        grace = FINAL_EVAL_GRACE_S if self.stop.reason.is_budget else STOP_GRACE_S
-        deadline = time.monotonic() + grace
-        while any(c.is_alive() for c in started) and time.monotonic() < deadline:
-            if self.signal_received is not None:
-                deadline = min(
-                    deadline, time.monotonic() + STOP_GRACE_S
-                )  # a Ctrl-C cuts the final eval short
-            self._drain(queue)  # a child blocked on a full pipe could not exit otherwise
-            wait([c.sentinel for c in started if c.is_alive()], timeout=TICK_S)
-        for child in started:
-            if child.is_alive():
-                child.terminate()  # SIGTERM: the child's guard ends its loop at the next update
-        for child in started:
-            child.join(timeout=2.0)
-            if child.is_alive():
-                child.kill()
-                child.join(timeout=2.0)
-        self._drain(queue, limit=None)
-        queue.close()
+            supervisor.stop_all(current_deadline)
 
     def _finish(self) -> int:
+        self._check_finite()
         reason = self.stop.reason
         if self.monitor.errors:
             reason = StopReason.FAILED
@@ -361,12 +426,14 @@ class Trainer:
             first = self.monitor.errors[0]
             exit_reason = f"failed: {first.source}"
             print(f"error: {first.source} failed:\n{first.traceback.rstrip()}", file=sys.stderr)
-        try:
-            self._save_last()
-        except OSError as exc:  # still write the summary below
-            print(f"error: could not write checkpoints/last.pt: {exc}", file=sys.stderr)
-            exit_code = exit_code or 1
-        summary = self.monitor.summary(exit_reason)
+        if self.params_finite:
+            try:
+                self._save_last()
+            except OSError as exc:  # still write the summary below
+                print(f"error: could not write checkpoints/last.pt: {exc}", file=sys.stderr)
+                exit_code = exit_code or 1
+        restarts = 0 if self.supervisor is None else self.supervisor.restarts
+        summary = self.monitor.summary(exit_reason, restarts)
         write_json(self.run_dir / "summary.json", summary)
         self.monitor.refresh()  # the display ends on the final totals
         self.monitor.close()

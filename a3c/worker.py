@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 import traceback
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 
 import torch
 
@@ -14,7 +16,7 @@ from a3c.config import Config
 from a3c.learner import Learner
 from a3c.model import ActorCritic
 from a3c.records import EpisodeRecord, ErrorRecord
-from a3c.shared import Counters, StopReason, StopSignal
+from a3c.shared import Counters, Heartbeats, StopReason, StopSignal
 
 
 def run_learner(
@@ -33,7 +35,7 @@ def run_learner(
     done = 0
     while not stop.is_set() and not should_exit() and (max_updates is None or done < max_updates):
         result = learner.update()
-        counters.add(worker_id, result.steps)
+        counters.add(worker_id, result.steps, skipped=not math.isfinite(result.grad_norm))
         done += 1
         global_step = counters.total_steps
         if result.episodes:
@@ -55,18 +57,24 @@ def worker_main(
     optimizer: torch.optim.Optimizer,
     counters: Counters,
     stop: StopSignal,
-    queue,
+    heartbeats: Heartbeats,
+    conn: Connection,
     seed: int,
     start_time: float,
 ) -> None:
-    """Process target of worker ``worker_id``; on any error it reports the traceback and exits 1."""
-    guard = ChildGuard()  # first: set_num_threads(1), signals
+    """Process target of worker ``worker_id``: records go to ``conn`` (its own pipe to the trainer); on any
+    error it sends the traceback and exits 1."""
+    guard = ChildGuard(heartbeats, worker_id, f"a3c-worker-{worker_id}")  # first: set_num_threads(1), signals
     learner = None
     try:
         learner = Learner(config, shared_model, optimizer, seed)
-        run_learner(worker_id, learner, counters, stop, queue.put, start_time, should_exit=guard.should_exit)
+        run_learner(worker_id, learner, counters, stop, conn.send, start_time, should_exit=guard.should_exit)
+    except (BrokenPipeError, ConnectionResetError):
+        sys.exit(
+            0
+        )  # the trainer is gone (its end of the pipe closed): nothing to report to, nobody to train for
     except BaseException:
-        queue.put(ErrorRecord(f"worker {worker_id}", format_error(traceback.format_exc())))
+        conn.send(ErrorRecord(f"worker {worker_id}", format_error(traceback.format_exc())))
         sys.exit(1)
     finally:
         if learner is not None:

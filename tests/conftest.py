@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -117,17 +118,36 @@ def run_dir(tmp_path: Path) -> Path:
     return tmp_path / "run"
 
 
+def shm_entries() -> set[str]:
+    try:
+        return set(os.listdir("/dev/shm"))
+    except OSError:
+        return set()
+
+
+def shm_left(before: set[str], timeout: float = 10.0) -> set[str]:
+    """New /dev/shm entries (shared-memory segments, semaphores) still there after up to ``timeout`` s."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while (new := shm_entries() - before) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the resource tracker unlinks what a killed trainer left, once it sees EOF
+    return new
+
+
 @pytest.fixture
 def token(request) -> str:
     """A token for the test's ``a3c`` processes; after the test none of them may still be alive."""
     import uuid
 
     value = uuid.uuid4().hex
+    shm_before = shm_entries()
     yield value
     left = left_behind(value)
     for pid in left:
         os.kill(pid, 9)
     assert not left, f"processes left behind: {sorted(left)}"
+    assert not shm_left(shm_before), f"left in /dev/shm: {sorted(shm_left(shm_before))}"
 
 
 def wait_until(proc: subprocess.Popen, condition, timeout: float) -> None:
@@ -153,3 +173,33 @@ def data_rows(path: Path) -> int:
         return max(0, len(path.read_text().splitlines()) - 1)
     except OSError:
         return 0
+
+
+def spawned_children(pid: int) -> set[int]:
+    """The trainer's spawned workers and evaluator (not multiprocessing's resource tracker)."""
+    found = set()
+    for child in descendants(pid):
+        try:
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.add(child)
+        except OSError:
+            continue
+    return found
+
+
+def start_cartpole(run_dir, token, extra: str = "--target-return 1e9") -> subprocess.Popen:
+    """A CartPole run (by default one that will not end by itself for minutes), once its 3 children train."""
+    args = f"train --env CartPole-v1 --workers 2 --max-seconds 300 --quiet {extra}"
+    proc = popen_a3c(*args.split(), "--run-dir", str(run_dir), token=token)
+    wait_until(proc, lambda: data_rows(run_dir / "episodes.csv") >= 20, timeout=120)
+    wait_until(proc, lambda: len(spawned_children(proc.pid)) == 3, timeout=30)
+    assert processes_with_token(token) >= spawned_children(proc.pid) | {proc.pid}  # the leak check sees them
+    return proc
+
+
+def end(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    proc.stdout.close()
+    proc.stderr.close()

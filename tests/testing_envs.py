@@ -41,3 +41,36 @@ class FaultyEnv(FixedLengthEnv):
 
 gym.register("FixedLength-v0", entry_point=FixedLengthEnv, max_episode_steps=10)
 gym.register("Faulty-v0", entry_point=FaultyEnv, max_episode_steps=10)
+
+
+class NaNRewardEnv(FixedLengthEnv):
+    """Every 53rd step of an instance returns a NaN reward: the loss of that segment is not finite."""
+
+    def __init__(self):
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, (float("nan") if self.steps % 53 == 0 else reward), terminated, truncated, info
+
+
+gym.register("NaNReward-v0", entry_point=NaNRewardEnv, max_episode_steps=10)
+
+
+class HangingEnv(FixedLengthEnv):
+    """Blocks forever in its 30th step: a hung worker, which only a missing heartbeat reveals."""
+
+    def __init__(self):
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps >= 30:
+            import threading
+
+            threading.Event().wait()  # never set
+        return super().step(action)
+
+
+gym.register("Hanging-v0", entry_point=HangingEnv, max_episode_steps=10)

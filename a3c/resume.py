@@ -1,0 +1,104 @@
+"""Continuing a run from its checkpoints/last.pt: compatibility checks, shared-state restore, CSV trimming."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from a3c.config import Config
+from a3c.errors import BadInput
+from a3c.runs import load_checkpoint
+
+# Fields that fix the shape of the model or the optimizer state: a resume may not change them.
+SHAPE_FIELDS = ("env_id", "hidden_sizes", "shared_body", "optimizer")
+
+
+def load_resume_checkpoint(run_dir: Path) -> dict[str, Any]:
+    """``run_dir/checkpoints/last.pt``, checked to be a whole a3c training checkpoint (else BadInput)."""
+    path = run_dir / "checkpoints" / "last.pt"
+    if not path.is_file():
+        raise BadInput(f"--resume: {str(run_dir)!r} has no checkpoints/last.pt to resume from")
+    data = load_checkpoint(path)
+    missing = [
+        k for k in ("config", "model_state", "optimizer_state", "global_step", "wall_time") if k not in data
+    ]
+    if missing:
+        raise BadInput(f"--resume: {str(path)!r} is not a training checkpoint (no {', '.join(missing)})")
+    return data
+
+
+def check_compatible(checkpoint: dict[str, Any], config: Config, run_dir: Path) -> None:
+    """Refuse a config that changes the env, the model shape or the optimizer of the checkpoint."""
+    saved = checkpoint["config"]
+    for name in SHAPE_FIELDS:
+        old, new = saved.get(name), getattr(config, name)
+        if name == "hidden_sizes":
+            old = tuple(old or ())
+        if old != new:
+            raise BadInput(
+                f"--resume: {name} {new!r} does not match the checkpoint's {old!r} in {str(run_dir)!r}; "
+                f"a resume keeps {', '.join(SHAPE_FIELDS)}"
+            )
+
+
+def restore_model(model: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
+    """Copy weights into ``model`` in place (its parameters stay in shared memory)."""
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, KeyError) as exc:
+        raise BadInput(
+            f"checkpoint: {source} does not fit the model ({str(exc).splitlines()[0][:160]})"
+        ) from None
+
+
+@torch.no_grad()
+def restore_optimizer(optimizer: torch.optim.Optimizer, state_dict: dict[str, Any], source: str) -> None:
+    """Copy a saved optimizer state into the live shared state tensors, in place.
+
+    ``Optimizer.load_state_dict`` would replace them with new, private tensors: the workers would then step
+    state that the trainer no longer sees, and the eager sharing would be lost.
+    """
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    saved = state_dict.get("state", {})
+    if len(saved) != len(params):
+        raise BadInput(
+            f"checkpoint: {source} has optimizer state for {len(saved)} parameters, expected {len(params)}"
+        )
+    for index, param in enumerate(params):
+        live, old = optimizer.state[param], saved[index]
+        if set(live) != set(old):
+            raise BadInput(f"checkpoint: {source} optimizer state keys {sorted(old)} != {sorted(live)}")
+        for key, tensor in live.items():
+            if tensor.shape != old[key].shape:
+                raise BadInput(
+                    f"checkpoint: {source} optimizer state {key} of parameter {index} has the wrong shape"
+                )
+            tensor.copy_(old[key])
+
+
+def trim_csv(path: Path, max_step: int, max_wall: float) -> int:
+    """Drop rows logged after the checkpoint (global_step > max_step or wall_time > max_wall): their training
+    was lost with the process, and keeping them would make global_step and wall_time go back on resume.
+    Returns the number of data rows kept. The file is rewritten atomically."""
+    if not path.exists():
+        return 0
+    with path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        return 0
+    header, body = rows[0], rows[1:]
+    step_col, wall_col = header.index("global_step"), header.index("wall_time")
+    kept = [
+        r
+        for r in body
+        if len(r) == len(header) and int(r[step_col]) <= max_step and float(r[wall_col]) <= max_wall
+    ]
+    tmp = path.with_name(f".{path.name}.trim")
+    with tmp.open("w", newline="") as f:
+        csv.writer(f).writerows([header, *kept])
+    tmp.replace(path)
+    return len(kept)

@@ -1,0 +1,185 @@
+"""Spawned children under supervision: one pipe each, heartbeats, restarts within a budget.
+
+Each child writes its records to a pipe of its own (one writer, messages < 4 KiB: atomic, no lock), so a
+child killed at any instant cannot leave a lock held that would block the others, as a shared queue could.
+A child that dies, or stops beating for ``hang_timeout`` seconds, is restarted with a fresh seed stream,
+up to ``max_restarts`` times within ``RESTART_WINDOW_S``; past that the run fails with its last error.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from a3c.records import ErrorRecord
+from a3c.shared import Heartbeats
+
+RESTART_WINDOW_S = 600.0
+RECV_MAX = 200  # records taken from one child per poll, so one flooding child cannot starve supervision
+
+
+@dataclass
+class ChildSpec:
+    """How to (re)start one child: ``args(restart, writer)`` builds its process arguments."""
+
+    name: str
+    slot: int
+    target: Callable[..., None]
+    args: Callable[[int, Connection], tuple]
+
+
+@dataclass
+class Child:
+    spec: ChildSpec
+    process: Any = None
+    reader: Connection | None = None
+    started: int = 0
+    recent_restarts: deque = field(default_factory=deque)
+    last_error: ErrorRecord | None = None
+
+
+class Supervisor:
+    """Starts, watches, restarts and finally stops a set of children.
+
+    Args:
+        ctx: a spawn (or forkserver) multiprocessing context.
+        specs: one per child.
+        heartbeats: the shared heartbeat slots the children beat.
+        handle: called with every record that is not an ErrorRecord.
+        max_restarts: restarts allowed per child within RESTART_WINDOW_S.
+        hang_timeout: seconds without a heartbeat after which a child counts as crashed.
+    """
+
+    def __init__(
+        self,
+        ctx,
+        specs: list[ChildSpec],
+        heartbeats: Heartbeats,
+        handle: Callable[[Any], None],
+        max_restarts: int,
+        hang_timeout: float,
+    ):
+        self.ctx = ctx
+        self.children = [Child(spec) for spec in specs]
+        self.heartbeats = heartbeats
+        self.handle = handle
+        self.max_restarts = max_restarts
+        self.hang_timeout = hang_timeout
+        self.restarts = 0
+        self.failure: ErrorRecord | None = None
+
+    def _start(self, child: Child) -> None:
+        reader, writer = self.ctx.Pipe(duplex=False)
+        process = self.ctx.Process(
+            target=child.spec.target,
+            name=f"a3c-{child.spec.name.replace(' ', '-')}",
+            args=child.spec.args(child.started, writer),
+        )
+        self.heartbeats.beat(child.spec.slot)  # start-up (imports) counts as alive
+        # The child inherits an ignored SIGINT (then Python installs no KeyboardInterrupt handler in it), so a
+        # Ctrl-C sent to the whole process group reaches only the trainer, which stops children in order.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            process.start()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        writer.close()
+        child.process, child.reader, child.last_error = process, reader, None
+        child.started += 1
+
+    def start_all(self) -> None:
+        for child in self.children:
+            self._start(child)
+
+    def _receive(self, child: Child, limit: int | None) -> None:
+        taken = 0
+        try:
+            while child.reader is not None and child.reader.poll() and (limit is None or taken < limit):
+                record = child.reader.recv()
+                taken += 1
+                if isinstance(record, ErrorRecord):
+                    child.last_error = record
+                else:
+                    self.handle(record)
+        except (EOFError, OSError):
+            pass  # the child is gone; its exit is handled by the caller
+
+    def poll(self, timeout: float, stopping: bool) -> None:
+        """Wait up to ``timeout`` for records or exits; deliver records; restart dead or hung children.
+
+        With ``stopping`` true nothing is restarted. Sets ``self.failure`` when a child is past its budget.
+        """
+        readers = [c.reader for c in self.children if c.reader is not None]
+        sentinels = [
+            c.process.sentinel for c in self.children if c.process is not None and c.process.is_alive()
+        ]
+        wait(readers + sentinels, timeout=timeout)
+        for child in self.children:
+            self._receive(child, RECV_MAX)
+        if stopping or self.failure is not None:
+            return
+        for child in self.children:
+            if child.process.exitcode is not None:
+                self._receive(child, None)  # its ErrorRecord, if it sent one before dying
+                reason = f"{child.spec.name} died with exit code {child.process.exitcode}"
+            elif self.heartbeats.age(child.spec.slot) > self.hang_timeout:
+                child.process.kill()
+                child.process.join(timeout=5.0)
+                reason = f"{child.spec.name} sent no heartbeat for {self.hang_timeout:g} s and was killed"
+            else:
+                continue
+            self._crashed(child, reason)
+
+    def _crashed(self, child: Child, reason: str) -> None:
+        error = child.last_error or ErrorRecord(child.spec.name, reason)
+        now = time.monotonic()
+        while child.recent_restarts and now - child.recent_restarts[0] > RESTART_WINDOW_S:
+            child.recent_restarts.popleft()
+        if child.reader is not None:
+            child.reader.close()
+            child.reader = None
+        if len(child.recent_restarts) >= self.max_restarts:
+            crashes = len(child.recent_restarts) + 1
+            self.failure = ErrorRecord(
+                error.source,
+                f"{error.traceback.rstrip()}\n({child.spec.name} crashed {crashes} times "
+                f"within {RESTART_WINDOW_S:g} s; the restart budget is {self.max_restarts})",
+            )
+            return
+        child.recent_restarts.append(now)
+        self.restarts += 1
+        last_line = error.traceback.strip().splitlines()[-1] if error.traceback.strip() else reason
+        print(
+            f"warning: {child.spec.name} crashed ({last_line}); restarting it "
+            f"({len(child.recent_restarts)}/{self.max_restarts} within {RESTART_WINDOW_S:g} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        self._start(child)
+
+    def stop_all(self, deadline: Callable[[], float], join_s: float = 2.0) -> None:
+        """After the stop flag is set: let children exit by themselves until ``deadline()`` (a monotonic time,
+        re-read each tick so a Ctrl-C can shorten it), then terminate, then kill. Records are drained all
+        along, so a child blocked on a full pipe can still exit."""
+        started = [c for c in self.children if c.process is not None]
+        while any(c.process.is_alive() for c in started) and time.monotonic() < deadline():
+            self.poll(timeout=0.1, stopping=True)
+        for child in started:
+            if child.process.is_alive():
+                child.process.terminate()  # SIGTERM: the child's guard ends its loop at the next update
+        for child in started:
+            child.process.join(timeout=join_s)
+            if child.process.is_alive():
+                child.process.kill()
+                child.process.join(timeout=join_s)
+        for child in started:
+            self._receive(child, None)
+            if child.reader is not None:
+                child.reader.close()
+                child.reader = None
