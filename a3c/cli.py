@@ -90,6 +90,9 @@ PRESET = "[default: the env's preset, else {}]"
     help="Continue RUN_DIR from its checkpoints/last.pt (counters, CSVs, wall time continue); "
     "options given here override its config, except env and model shape.",
 )
+@click.option(
+    "--tensorboard", is_flag=True, help="Also write TensorBoard event files to RUN_DIR/tensorboard (extra)."
+)
 @click.option("--serial", is_flag=True, help="One worker in this process, no spawn (debugging, tests).")
 @click.option("--quiet", is_flag=True, help="No live progress display.")
 def train(
@@ -108,6 +111,7 @@ def train(
     checkpoint_interval: float | None,
     hang_timeout: float | None,
     resume: Path | None,
+    tensorboard: bool,
     serial: bool,
     quiet: bool,
 ) -> None:
@@ -134,6 +138,7 @@ def train(
         "eval_episodes": eval_episodes,
         "checkpoint_interval": checkpoint_interval,
         "hang_timeout": hang_timeout,
+        "tensorboard": True if tensorboard else None,
     }
     if resume is not None:
         if run_dir is not None or force:
@@ -150,6 +155,10 @@ def train(
         check_run_dir(run_dir, force)
     if serial and config.workers != 1:
         raise BadInput(f"workers: {config.workers} is not allowed with --serial; expected 1")
+    if config.tensorboard:
+        from a3c.tensorboard import check_available
+
+        check_available()
     trainer = Trainer(
         config, info, run_dir, serial=serial, force=force, show_progress=not quiet, resume=checkpoint
     )

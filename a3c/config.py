@@ -48,6 +48,11 @@ class Config:
     )
     eval_interval: float = field(default=2.0, metadata={"help": "seconds between evaluations"})
     eval_episodes: int = field(default=10, metadata={"help": "greedy episodes per evaluation"})
+    confirm_episodes: int = field(
+        default=0,
+        metadata={"help": "extra greedy episodes that must confirm an evaluation at the target (0: none)"},
+    )
+    tensorboard: bool = field(default=False, metadata={"help": "also write TensorBoard event files"})
     checkpoint_interval: float = field(default=60.0, metadata={"help": "seconds between checkpoints/last.pt"})
     keep_checkpoints: int = field(default=3, metadata={"help": "earlier checkpoints kept beside last.pt"})
     max_restarts: int = field(
@@ -85,6 +90,7 @@ class Config:
             ("target_return", self.target_return is None or finite(self.target_return), "a finite number"),
             ("eval_interval", self.eval_interval > 0 and finite(self.eval_interval), "a finite number > 0"),
             ("eval_episodes", self.eval_episodes >= 1, "an integer >= 1"),
+            ("confirm_episodes", self.confirm_episodes >= 0, "an integer >= 0"),
             (
                 "checkpoint_interval",
                 self.checkpoint_interval > 0 and finite(self.checkpoint_interval),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +34,8 @@ class UpdateResult:
     value_loss: float
     entropy: float
     grad_norm: float
+    explained_variance: float = float("nan")
+    policy_lag: int = 0
 
 
 class Learner:
@@ -43,12 +46,20 @@ class Learner:
         shared_model: the global model (its parameters in shared memory in the spawned case).
         optimizer: the shared optimizer over ``shared_model``'s parameters.
         seed: this worker's seed (envs get seed, seed+1, …; the action sampler and torch get it too).
+        policy_version: the number of updates applied to the shared model so far (all workers); the policy
+            lag of an update is how much it grew between this worker's weight pull and its own step.
     """
 
     def __init__(
-        self, config: Config, shared_model: ActorCritic, optimizer: torch.optim.Optimizer, seed: int
+        self,
+        config: Config,
+        shared_model: ActorCritic,
+        optimizer: torch.optim.Optimizer,
+        seed: int,
+        policy_version: Callable[[], int] = lambda: 0,
     ):
         self.config = config
+        self.policy_version = policy_version
         self.shared_model = shared_model
         self.optimizer = optimizer
         self.local_model = copy.deepcopy(shared_model)
@@ -61,6 +72,7 @@ class Learner:
         """Run one full update and return what it did (a non-finite grad_norm: the step was skipped)."""
         cfg = self.config
         pull_weights(self.local_model, self.shared_model)
+        pulled_version = self.policy_version()
         segment, episodes = self.collector.collect(self.local_model)
         loss = segment_loss(
             self.local_model, segment, cfg.gamma, cfg.gae_lambda, cfg.value_coef, cfg.entropy_coef
@@ -70,7 +82,16 @@ class Learner:
         if math.isfinite(grad_norm):
             hand_off_gradients(self.local_model, self.shared_model)
             self.optimizer.step()
-        return UpdateResult(cfg.steps_per_update, episodes, loss.policy, loss.value, loss.entropy, grad_norm)
+        return UpdateResult(
+            cfg.steps_per_update,
+            episodes,
+            loss.policy,
+            loss.value,
+            loss.entropy,
+            grad_norm,
+            loss.explained_variance,
+            self.policy_version() - pulled_version,
+        )
 
     def close(self) -> None:
         self.collector.envs.close()

@@ -32,6 +32,7 @@ class LossTerms:
     policy: float
     value: float
     entropy: float
+    explained_variance: float
 
 
 def actor_critic_loss(
@@ -54,7 +55,22 @@ def actor_critic_loss(
     vl = value_loss(values, returns)
     ent = categorical_entropy(logits)
     total = pg + value_coef * vl - entropy_coef * ent
-    return LossTerms(total=total, policy=pg.item(), value=vl.item(), entropy=ent.item())
+    return LossTerms(
+        total=total,
+        policy=pg.item(),
+        value=vl.item(),
+        entropy=ent.item(),
+        explained_variance=explained_variance(values.detach(), returns),
+    )
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """1 − Var(returns − values) / Var(returns) for [N] tensors: 1 is a perfect critic, ≤ 0 one no better
+    than a constant; NaN when the returns do not vary (nothing to explain)."""
+    var = returns.var(unbiased=False)
+    if float(var) == 0.0:
+        return float("nan")
+    return float(1.0 - (returns - values).var(unbiased=False) / var)
 
 
 def clip_grad_norm(parameters, max_norm: float) -> float:

@@ -10,18 +10,31 @@ from tqdm import tqdm
 PLAIN_EVERY_S = 5.0
 
 
+def eta_seconds(
+    steps: int, rate: float, elapsed: float, max_steps: int | None, max_seconds: float | None
+) -> float | None:
+    """Seconds left until the first budget runs out (None without a budget or before a rate is known)."""
+    etas = []
+    if max_steps is not None and rate > 0:
+        etas.append(max(0.0, (max_steps - steps) / rate))
+    if max_seconds is not None:
+        etas.append(max(0.0, max_seconds - elapsed))
+    return min(etas) if etas else None
+
+
 class Progress:
-    """Shows steps, steps/s, episodes, last and best eval and elapsed time.
+    """Shows steps, steps/s, episodes, last and best eval, mean policy lag, elapsed time and the ETA.
 
     Args:
-        total_steps: the step budget, if any (gives the bar an end and an ETA).
-        enabled: False shows nothing (tests, --quiet).
-        stream: where to write; a terminal gets a live bar, anything else plain lines.
+        total_steps: the step budget, if any (gives the bar an end).
+        enabled: False shows nothing (--quiet).
+        stream: where to write (stdout by default); a terminal gets a live bar, anything else plain lines.
     """
 
     def __init__(self, total_steps: int | None, enabled: bool = True, stream=None):
-        self.stream = stream or sys.stderr
+        self.stream = stream or sys.stdout
         self.enabled = enabled
+        self.total_steps = total_steps
         self.live = enabled and self.stream.isatty()
         self.bar = tqdm(
             total=total_steps,
@@ -32,23 +45,36 @@ class Progress:
             disable=not self.live,
             mininterval=0.5,
         )
-        self.start = time.monotonic()
-        self.last_plain = self.start
+        self.last_plain = time.monotonic()
 
-    def update(self, steps: int, episodes: int, last_eval: float | None, best_eval: float | None) -> None:
-        """Show the current totals (cheap to call often: the bar throttles itself)."""
+    def update(
+        self,
+        steps: int,
+        episodes: int,
+        last_eval: float | None,
+        best_eval: float | None,
+        policy_lag: float | None = None,
+        elapsed: float = 0.0,
+        max_seconds: float | None = None,
+    ) -> None:
+        """Show the current totals (cheap to call often: the bar and the plain lines throttle themselves)."""
         if not self.enabled:
             return
-        elapsed = time.monotonic() - self.start
-        evals = "eval -" if last_eval is None else f"eval {last_eval:.1f} (best {best_eval:.1f})"
+        rate = steps / elapsed if elapsed > 0 else 0.0
+        parts = [f"episodes {episodes}"]
+        parts.append("eval -" if last_eval is None else f"eval {last_eval:.1f} (best {best_eval:.1f})")
+        if policy_lag is not None:
+            parts.append(f"lag {policy_lag:.1f}")
+        eta = eta_seconds(steps, rate, elapsed, self.total_steps, max_seconds)
+        if eta is not None:
+            parts.append(f"ETA {eta:.0f}s")
         if self.live:
             self.bar.update(steps - self.bar.n)
-            self.bar.set_postfix_str(f"episodes {episodes} | {evals}", refresh=False)
+            self.bar.set_postfix_str(" | ".join(parts), refresh=False)
         elif time.monotonic() - self.last_plain >= PLAIN_EVERY_S:
             self.last_plain = time.monotonic()
-            rate = steps / elapsed if elapsed > 0 else 0.0
             print(
-                f"[{elapsed:7.1f}s] steps {steps:,} | {rate:,.0f} steps/s | episodes {episodes} | {evals}",
+                f"[{elapsed:7.1f}s] steps {steps:,} | {rate:,.0f} steps/s | " + " | ".join(parts),
                 file=self.stream,
                 flush=True,
             )

@@ -37,3 +37,23 @@ class ErrorRecord(NamedTuple):
 
     source: str
     traceback: str
+
+
+class MetricsRecord(NamedTuple):
+    """About a second of one worker's updates (one row of metrics.csv)."""
+
+    wall_time: float
+    global_step: int
+    worker: int
+    updates: int
+    policy_loss: float
+    value_loss: float
+    entropy: float
+    grad_norm: float
+    explained_variance: float
+    learning_rate: float
+    policy_lag_mean: float
+    policy_lag_p50: float
+    policy_lag_p95: float
+    policy_lag_max: int
+    steps_per_s: float

@@ -36,6 +36,23 @@ EVAL_COLUMNS = (
     "episodes",
 )
 EPISODE_COLUMNS = ("wall_time", "global_step", "worker", "return", "length")
+METRICS_COLUMNS = (
+    "wall_time",
+    "global_step",
+    "worker",
+    "updates",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "grad_norm",
+    "explained_variance",
+    "learning_rate",
+    "policy_lag_mean",
+    "policy_lag_p50",
+    "policy_lag_p95",
+    "policy_lag_max",
+    "steps_per_s",
+)
 
 
 def default_run_dir(env_id: str, seed: int, root: Path = Path("runs")) -> Path:
@@ -43,7 +60,15 @@ def default_run_dir(env_id: str, seed: int, root: Path = Path("runs")) -> Path:
     return root / env_id / f"{time.strftime('%Y%m%d-%H%M%S')}-s{seed}"
 
 
-RUN_ENTRIES = {"config.json", "eval.csv", "episodes.csv", "summary.json", "checkpoints"}
+RUN_ENTRIES = {
+    "config.json",
+    "eval.csv",
+    "episodes.csv",
+    "metrics.csv",
+    "summary.json",
+    "checkpoints",
+    "tensorboard",
+}
 
 
 def _is_earlier_run(path: Path) -> bool:

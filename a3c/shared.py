@@ -182,9 +182,14 @@ class Heartbeats(_NumpyViews):
     def beat(self, slot: int) -> None:
         self._view("times")[slot] = time.time()
 
-    def age(self, slot: int) -> float:
-        """Seconds since ``slot``'s last beat."""
-        return time.time() - float(self._view("times")[slot])
+    def clear(self, slot: int) -> None:
+        """Mark ``slot`` as not started yet (no beat)."""
+        self._view("times")[slot] = 0.0
+
+    def age(self, slot: int) -> float | None:
+        """Seconds since ``slot``'s last beat, or None before its first one."""
+        last = float(self._view("times")[slot])
+        return None if last == 0.0 else time.time() - last
 
 
 class StopReason(enum.IntEnum):

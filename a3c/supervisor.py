@@ -21,6 +21,7 @@ from a3c.records import ErrorRecord
 from a3c.shared import Heartbeats
 
 RESTART_WINDOW_S = 600.0
+STARTUP_TIMEOUT_S = 120.0  # a child's first heartbeat comes after its imports: slow on a loaded machine
 RECV_MAX = 200  # records taken from one child per poll, so one flooding child cannot starve supervision
 
 
@@ -40,6 +41,7 @@ class Child:
     process: Any = None
     reader: Connection | None = None
     started: int = 0
+    started_at: float = 0.0
     recent_restarts: deque = field(default_factory=deque)
     last_error: ErrorRecord | None = None
 
@@ -81,7 +83,8 @@ class Supervisor:
             name=f"a3c-{child.spec.name.replace(' ', '-')}",
             args=child.spec.args(child.started, writer),
         )
-        self.heartbeats.beat(child.spec.slot)  # start-up (imports) counts as alive
+        self.heartbeats.clear(child.spec.slot)  # until its first beat, the start-up timeout applies
+        child.started_at = time.time()
         # The child inherits an ignored SIGINT (then Python installs no KeyboardInterrupt handler in it), so a
         # Ctrl-C sent to the whole process group reaches only the trainer, which stops children in order.
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -128,13 +131,22 @@ class Supervisor:
             if child.process.exitcode is not None:
                 self._receive(child, None)  # its ErrorRecord, if it sent one before dying
                 reason = f"{child.spec.name} died with exit code {child.process.exitcode}"
-            elif self.heartbeats.age(child.spec.slot) > self.hang_timeout:
+            elif self._silent_for(child) is not None:
+                silent = self._silent_for(child)
                 child.process.kill()
                 child.process.join(timeout=5.0)
-                reason = f"{child.spec.name} sent no heartbeat for {self.hang_timeout:g} s and was killed"
+                reason = f"{child.spec.name} sent no heartbeat for {silent:g} s and was killed"
             else:
                 continue
             self._crashed(child, reason)
+
+    def _silent_for(self, child: Child) -> float | None:
+        """The timeout a child has exceeded without a heartbeat (None while it is fine)."""
+        age = self.heartbeats.age(child.spec.slot)
+        if age is None:  # still starting up
+            limit = max(self.hang_timeout, STARTUP_TIMEOUT_S)
+            return limit if time.time() - child.started_at > limit else None
+        return self.hang_timeout if age > self.hang_timeout else None
 
     def _crashed(self, child: Child, reason: str) -> None:
         error = child.last_error or ErrorRecord(child.spec.name, reason)

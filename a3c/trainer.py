@@ -21,11 +21,13 @@ import torch.multiprocessing as mp
 from a3c.config import Config
 from a3c.evaluator import Evaluator, evaluator_main
 from a3c.learner import Learner, build_model
+from a3c.metrics import MetricsWindow
 from a3c.progress import Progress
-from a3c.records import ErrorRecord, EvalRecord
+from a3c.records import ErrorRecord, EvalRecord, MetricsRecord
 from a3c.resume import restore_model, restore_optimizer, trim_csv
 from a3c.runs import (
     EPISODE_COLUMNS,
+    METRICS_COLUMNS,
     CsvLog,
     create_run_dir,
     run_metadata,
@@ -34,6 +36,7 @@ from a3c.runs import (
 )
 from a3c.shared import Counters, Heartbeats, StopReason, StopSignal, assert_shared, make_optimizer
 from a3c.supervisor import ChildSpec, Supervisor
+from a3c.tensorboard import TensorBoardLog
 from a3c.worker import run_learner, worker_main
 from envs import EnvInfo
 
@@ -68,6 +71,9 @@ class RunMonitor:
         self.counters = counters
         self.start_time = start_time
         self.episodes_log = CsvLog(run_dir / "episodes.csv", EPISODE_COLUMNS)
+        self.metrics_log = CsvLog(run_dir / "metrics.csv", METRICS_COLUMNS)
+        self.tensorboard = TensorBoardLog(run_dir) if config.tensorboard else None
+        self.lag_by_worker: dict[int, float] = {}
         self.episodes = 0
         self.last_row = (0.0, 0)  # (wall_time, global_step) of the last episodes.csv row
         self.last_eval: EvalRecord | None = None
@@ -78,7 +84,13 @@ class RunMonitor:
 
     def handle(self, record: Any) -> None:
         """Take one message: a list of EpisodeRecord (one update's), an EvalRecord or an ErrorRecord."""
-        if isinstance(record, list):
+        if self.tensorboard is not None:
+            for item in record if isinstance(record, list) else [record]:
+                self.tensorboard.write(item)
+        if isinstance(record, MetricsRecord):
+            self.metrics_log.write(record)
+            self.lag_by_worker[record.worker] = record.policy_lag_mean
+        elif isinstance(record, list):
             for episode in record:
                 # Workers stamp their records concurrently, so one may arrive a few steps "late": keeping
                 # the columns non-decreasing (the run-dir contract) costs at most that much precision.
@@ -100,7 +112,17 @@ class RunMonitor:
 
     def refresh(self) -> None:
         last = None if self.last_eval is None else self.last_eval.mean_return
-        self.progress.update(self.counters.total_steps, self.episodes, last, self.best_mean)
+        lag = sum(self.lag_by_worker.values()) / len(self.lag_by_worker) if self.lag_by_worker else None
+        elapsed = time.time() - self.start_time
+        self.progress.update(
+            self.counters.total_steps,
+            self.episodes,
+            last,
+            self.best_mean,
+            lag,
+            elapsed,
+            self.config.max_seconds,
+        )
 
     def summary(self, exit_reason: str, restarts: int) -> dict[str, Any]:
         wall_s = time.time() - self.start_time
@@ -130,6 +152,9 @@ class RunMonitor:
     def close(self) -> None:
         self.progress.close()
         self.episodes_log.close()
+        self.metrics_log.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
 
 
 class Trainer:
@@ -312,14 +337,21 @@ class Trainer:
 
     def _run_serial(self) -> None:
         learner = Learner(
-            self.config, self.model, self.optimizer, child_seed(self.config.seed, 0, 0, self.resume_index)
+            self.config,
+            self.model,
+            self.optimizer,
+            child_seed(self.config.seed, 0, 0, self.resume_index),
+            lambda: self.counters.total_updates,
         )
+        window = MetricsWindow(0)
         evaluator = self._evaluator()
         next_eval = time.monotonic() + self.config.eval_interval
         interrupted = lambda: self.signal_received is not None  # noqa: E731
         try:
             while not self.stop.is_set():
-                run_learner(0, learner, self.counters, self.stop, self.monitor.handle, self.start_time, 1)
+                run_learner(
+                    0, learner, self.counters, self.stop, self.monitor.handle, self.start_time, window, 1
+                )
                 if time.monotonic() >= next_eval:
                     self._serial_eval(evaluator, interrupted)
                     next_eval = time.monotonic() + self.config.eval_interval

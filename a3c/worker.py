@@ -14,8 +14,9 @@ import torch
 from a3c.child import ChildGuard, format_error
 from a3c.config import Config
 from a3c.learner import Learner
+from a3c.metrics import MetricsWindow
 from a3c.model import ActorCritic
-from a3c.records import EpisodeRecord, ErrorRecord
+from a3c.records import EpisodeRecord, ErrorRecord, MetricsRecord
 from a3c.shared import Counters, Heartbeats, StopReason, StopSignal
 
 
@@ -24,22 +25,27 @@ def run_learner(
     learner: Learner,
     counters: Counters,
     stop: StopSignal,
-    emit: Callable[[list[EpisodeRecord]], None],
+    emit: Callable[[list[EpisodeRecord] | MetricsRecord], None],
     start_time: float,
+    metrics: MetricsWindow,
     max_updates: int | None = None,
     should_exit: Callable[[], bool] = lambda: False,
 ) -> None:
     """Update until the run stops (or ``max_updates``, or ``should_exit``), counting steps in this worker's
-    slots and emitting the episodes each update finished as one list (one queue message per update)."""
+    slots; emit the episodes each update finished as one list (one message per update) and, about once a
+    second, the worker's training metrics."""
     max_steps = learner.config.max_steps
     done = 0
     while not stop.is_set() and not should_exit() and (max_updates is None or done < max_updates):
         result = learner.update()
         counters.add(worker_id, result.steps, skipped=not math.isfinite(result.grad_norm))
+        metrics.add(result)
         done += 1
         global_step = counters.total_steps
+        wall_time = round(time.time() - start_time, 3)
+        if metrics.due():
+            emit(metrics.record(wall_time, global_step, learner.optimizer.param_groups[0]["lr"]))
         if result.episodes:
-            wall_time = round(time.time() - start_time, 3)
             emit(
                 [
                     EpisodeRecord(wall_time, global_step, worker_id, e.episode_return, e.length)
@@ -67,8 +73,11 @@ def worker_main(
     guard = ChildGuard(heartbeats, worker_id, f"a3c-worker-{worker_id}")  # first: set_num_threads(1), signals
     learner = None
     try:
-        learner = Learner(config, shared_model, optimizer, seed)
-        run_learner(worker_id, learner, counters, stop, conn.send, start_time, should_exit=guard.should_exit)
+        learner = Learner(config, shared_model, optimizer, seed, lambda: counters.total_updates)
+        window = MetricsWindow(worker_id)
+        run_learner(
+            worker_id, learner, counters, stop, conn.send, start_time, window, should_exit=guard.should_exit
+        )
     except (BrokenPipeError, ConnectionResetError):
         sys.exit(
             0

@@ -1,0 +1,205 @@
+"""Read runs into tidy pandas DataFrames, aggregate seeds with bootstrap confidence intervals, and plot.
+
+Needs the ``analysis`` extra (pandas, matplotlib). Every table carries the run's metadata as columns
+(``run``, ``env_id``, ``seed`` and every scalar config value), so runs concatenate and group cleanly::
+
+    from a3c.analysis import load_runs, aggregate
+    runs = load_runs("runs/CartPole-v1")
+    curve = aggregate(runs.eval, x="global_step", y="mean_return")
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+TABLES = ("eval", "episodes", "metrics")
+
+
+@dataclass
+class Runs:
+    """One or more runs: ``runs`` has a row per run (config and summary); the others a row per CSV row."""
+
+    runs: pd.DataFrame
+    eval: pd.DataFrame
+    episodes: pd.DataFrame
+    metrics: pd.DataFrame
+    paths: list[Path] = field(default_factory=list)
+
+
+def _metadata(path: Path, config: dict[str, Any]) -> dict[str, Any]:
+    scalars = {k: v for k, v in config.items() if isinstance(v, str | int | float | bool) or v is None}
+    scalars["hidden_sizes"] = ",".join(map(str, config.get("hidden_sizes", [])))
+    return {
+        "run": str(path),
+        **{k: scalars[k] for k in sorted(scalars) if k not in ("command", "started_at")},
+    }
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        return pd.DataFrame()
+
+
+def load_run(path: str | Path) -> Runs:
+    """Load one run directory (the DESIGN contract: config.json, eval.csv, episodes.csv, metrics.csv,
+    summary.json when it finished)."""
+    path = Path(path)
+    config = json.loads((path / "config.json").read_text())
+    try:
+        summary = json.loads((path / "summary.json").read_text())
+    except FileNotFoundError:
+        summary = {}
+    meta = _metadata(path, config)
+    tables = {}
+    for name in TABLES:
+        table = _read_csv(path / f"{name}.csv")
+        for key, value in meta.items():
+            table[key] = value
+        tables[name] = table
+    row = {**meta, "started_at": config.get("started_at"), **{f"summary_{k}": v for k, v in summary.items()}}
+    return Runs(runs=pd.DataFrame([row]), paths=[path], **tables)
+
+
+def find_runs(dir_or_glob: str | Path) -> list[Path]:
+    """Run directories (those holding a config.json) under a directory, or matching a glob pattern."""
+    text = str(dir_or_glob)
+    roots = [Path(p) for p in sorted(glob.glob(text))] if any(c in text for c in "*?[") else [Path(text)]
+    found = []
+    for root in roots:
+        if (root / "config.json").is_file():
+            found.append(root)
+        elif root.is_dir():
+            found += sorted(p.parent for p in root.rglob("config.json"))
+    return found
+
+
+def load_runs(dir_or_glob: str | Path | list) -> Runs:
+    """Every run under a directory / matching a glob (or a list of either), concatenated."""
+    sources = dir_or_glob if isinstance(dir_or_glob, list | tuple) else [dir_or_glob]
+    paths = [p for source in sources for p in find_runs(source)]
+    if not paths:
+        raise FileNotFoundError(f"no run directories (with a config.json) in {sources}")
+    loaded = [load_run(p) for p in paths]
+    return Runs(
+        runs=pd.concat([r.runs for r in loaded], ignore_index=True),
+        paths=paths,
+        **{name: pd.concat([getattr(r, name) for r in loaded], ignore_index=True) for name in TABLES},
+    )
+
+
+def runs_table(runs: Runs) -> pd.DataFrame:
+    """The ``a3c runs`` table: env, seed, start, steps, wall, best eval, solved, time to solve."""
+    r = runs.runs
+    get = lambda name: r[name] if name in r else pd.Series([None] * len(r))  # noqa: E731
+    return pd.DataFrame(
+        {
+            "run": [Path(p).name for p in r["run"]],
+            "env": r["env_id"],
+            "seed": r["seed"],
+            "start": get("started_at"),
+            "steps": get("summary_total_steps"),
+            "wall_s": get("summary_wall_s"),
+            "best_eval": get("summary_best_mean_return"),
+            "solved": get("summary_solved"),
+            "time_to_solve_s": get("summary_time_to_solve_s"),
+            "exit": get("summary_exit_reason"),
+        }
+    )
+
+
+def aggregate(
+    table: pd.DataFrame,
+    x: str = "global_step",
+    y: str = "mean_return",
+    by: tuple[str, ...] = ("env_id",),
+    points: int = 100,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Mean of ``y`` across runs on a common grid of ``x``, with a bootstrap 95% CI over runs.
+
+    Each run's curve is linearly interpolated onto ``points`` grid values from 0 to the smallest final ``x``
+    of the group's runs (so every grid point has every run). Columns: the ``by`` keys, ``x``, ``mean``,
+    ``ci_low``, ``ci_high``, ``n_runs``.
+    """
+    rng = np.random.default_rng(seed)
+    frames = []
+    for keys, group in table.groupby(list(by)):
+        curves = [g.sort_values(x) for _, g in group.groupby("run") if len(g)]
+        if not curves:
+            continue
+        end = min(float(c[x].iloc[-1]) for c in curves)
+        grid = np.linspace(0.0, end, points)
+        values = np.stack([np.interp(grid, c[x].to_numpy(float), c[y].to_numpy(float)) for c in curves])
+        picks = rng.integers(0, len(curves), size=(n_boot, len(curves)))
+        boot_means = values[picks].mean(axis=1)  # [n_boot, points]
+        frame = pd.DataFrame(
+            {
+                x: grid,
+                "mean": values.mean(axis=0),
+                "ci_low": np.percentile(boot_means, 2.5, axis=0),
+                "ci_high": np.percentile(boot_means, 97.5, axis=0),
+                "n_runs": len(curves),
+            }
+        )
+        for key, value in zip(by, keys if isinstance(keys, tuple) else (keys,), strict=True):
+            frame[key] = value
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def plot_runs(runs: Runs, out: str | Path, x: str = "steps", smooth: int = 20) -> Path:
+    """A 2×2 figure: eval mean with a 95% CI band across seeds, smoothed training returns, throughput and
+    policy lag; saved to ``out`` (PNG, PDF or SVG by extension)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    column = {"steps": "global_step", "time": "wall_time"}[x]
+    label = {"steps": "env steps", "time": "wall time (s)"}[x]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), constrained_layout=True)
+    ax = axes[0, 0]
+    curve = aggregate(runs.eval, x=column, y="mean_return") if len(runs.eval) else pd.DataFrame()
+    for env, group in curve.groupby("env_id") if len(curve) else []:
+        n = int(group["n_runs"].iloc[0])
+        ax.plot(group[column], group["mean"], label=f"{env} (n={n})")
+        ax.fill_between(group[column], group["ci_low"], group["ci_high"], alpha=0.25)
+    ax.set(title="Evaluation: mean return, 95% bootstrap CI over runs", xlabel=label, ylabel="return")
+    ax = axes[0, 1]
+    for run, group in runs.episodes.groupby("run") if len(runs.episodes) else []:
+        group = group.sort_values(column)
+        ax.plot(group[column], group["return"].rolling(smooth, min_periods=1).mean(), label=Path(run).name)
+    ax.set(title=f"Training episodes: return (rolling mean of {smooth})", xlabel=label, ylabel="return")
+    ax = axes[1, 0]
+    metrics = runs.metrics
+    if len(metrics):
+        for run, group in metrics.groupby("run"):
+            per_second = (
+                group.assign(second=group["wall_time"].round()).groupby("second")["steps_per_s"].sum()
+            )
+            ax.plot(per_second.index, per_second.to_numpy(), label=Path(run).name)
+    ax.set(title="Throughput (all workers)", xlabel="wall time (s)", ylabel="env steps / s")
+    ax = axes[1, 1]
+    if len(metrics):
+        for run, group in metrics.groupby("run"):
+            group = group.sort_values(column)
+            ax.plot(group[column], group["policy_lag_mean"], ".", alpha=0.5, label=Path(run).name)
+    ax.set(title="Policy lag: updates by others between pull and step", xlabel=label, ylabel="updates")
+    for ax in axes.flat:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    out = Path(out)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
