@@ -12,7 +12,7 @@ WORKERS ?=
 RUN ?=
 ARGS ?=
 
-.PHONY: train evaluate test test-fast lint clean install
+.PHONY: train evaluate test test-fast lint clean install notebook
 
 install: $(STAMP)
 
@@ -33,6 +33,10 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
+
+notebook: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[notebooks]' -c constraints.txt
+	$(BIN)/jupyter lab notebooks/
 
 lint: $(STAMP)
 	$(BIN)/ruff check a3c envs tests

@@ -99,7 +99,10 @@ def load_runs(dir_or_glob: str | Path | list) -> Runs:
 def runs_table(runs: Runs) -> pd.DataFrame:
     """The ``a3c runs`` table: env, seed, start, steps, wall, best eval, solved, time to solve."""
     r = runs.runs
-    get = lambda name: r[name] if name in r else pd.Series([None] * len(r))  # noqa: E731
+
+    def get(name: str) -> pd.Series:
+        return r[name] if name in r else pd.Series([None] * len(r))
+
     return pd.DataFrame(
         {
             "run": [Path(p).name for p in r["run"]],
@@ -127,9 +130,10 @@ def aggregate(
 ) -> pd.DataFrame:
     """Mean of ``y`` across runs on a common grid of ``x``, with a bootstrap 95% CI over runs.
 
-    Each run's curve is linearly interpolated onto ``points`` grid values from 0 to the smallest final ``x``
-    of the group's runs (so every grid point has every run). Columns: the ``by`` keys, ``x``, ``mean``,
-    ``ci_low``, ``ci_high``, ``n_runs``.
+    Each run's curve is linearly interpolated onto ``points`` grid values from the earliest first ``x`` to
+    the latest last ``x`` of the group; before its first point a run holds its first value and after its
+    last one its last value (a run that stopped at the target keeps the return it stopped with). Columns:
+    the ``by`` keys, ``x``, ``mean``, ``ci_low``, ``ci_high``, ``n_runs``.
     """
     rng = np.random.default_rng(seed)
     frames = []
@@ -137,8 +141,9 @@ def aggregate(
         curves = [g.sort_values(x) for _, g in group.groupby("run") if len(g)]
         if not curves:
             continue
-        end = min(float(c[x].iloc[-1]) for c in curves)
-        grid = np.linspace(0.0, end, points)
+        start = min(float(c[x].iloc[0]) for c in curves)
+        end = max(float(c[x].iloc[-1]) for c in curves)
+        grid = np.linspace(start, end, points)
         values = np.stack([np.interp(grid, c[x].to_numpy(float), c[y].to_numpy(float)) for c in curves])
         picks = rng.integers(0, len(curves), size=(n_boot, len(curves)))
         boot_means = values[picks].mean(axis=1)  # [n_boot, points]
@@ -203,3 +208,23 @@ def plot_runs(runs: Runs, out: str | Path, x: str = "steps", smooth: int = 20) -
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out
+
+
+def checkpoint_returns(run_or_checkpoint: str | Path, episodes: int = 100, seed: int = 12345) -> np.ndarray:
+    """Greedy returns [episodes] of a run's best.pt (or a checkpoint file), as ``a3c evaluate`` plays."""
+    from a3c.config import Config
+    from a3c.evaluator import play_greedy
+    from a3c.learner import build_model
+    from a3c.runs import load_checkpoint
+    from envs import make_vector_env
+
+    data = load_checkpoint(Path(run_or_checkpoint))
+    config = Config.from_dict(data["config"])
+    model = build_model(config, int(data["obs_dim"]), int(data["n_actions"]))
+    model.load_state_dict(data["model_state"])
+    envs = make_vector_env(config.env_id, episodes)
+    try:
+        returns, _ = play_greedy(model, envs, seed)
+    finally:
+        envs.close()
+    return returns

@@ -258,6 +258,55 @@ def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
         )
 
 
+def _analysis():
+    """a3c.analysis, or BadInput naming the extra to install."""
+    try:
+        from a3c import analysis
+    except ImportError as exc:
+        raise BadInput(f"{exc.name} is not installed; pip install 'a3c[analysis]'") from None
+    return analysis
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(path_type=Path), default=Path("runs"), required=False)
+def runs(directory: Path) -> None:
+    """The runs under DIRECTORY (default runs/): env, seed, start, steps, wall, best eval, solved."""
+    analysis = _analysis()
+    try:
+        table = analysis.runs_table(analysis.load_runs(directory))
+    except FileNotFoundError:
+        raise BadInput(
+            f"DIRECTORY: no run directories (with a config.json) under {str(directory)!r}"
+        ) from None
+    click.echo(table.to_string(index=False))
+
+
+@cli.command()
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="RUN_OR_DIR...")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Image to write (.png, .pdf, .svg).",
+)
+@click.option(
+    "--x", "x_axis", type=click.Choice(["steps", "time"]), default="steps", help="The x axis of the curves."
+)
+def plot(sources: tuple[Path, ...], output: Path, x_axis: str) -> None:
+    """Learning curves (eval mean with a 95% CI band across seeds, smoothed training returns), throughput and
+    policy lag of one or more runs, as one figure."""
+    analysis = _analysis()
+    try:
+        loaded = analysis.load_runs(list(sources))
+    except FileNotFoundError:
+        raise BadInput(
+            f"RUN_OR_DIR: no run directories (with a config.json) in {[str(s) for s in sources]}"
+        ) from None
+    path = analysis.plot_runs(loaded, output, x=x_axis)
+    click.echo(f"wrote {path} ({len(loaded.paths)} runs)")
+
+
 @cli.command("config-keys")
 def config_keys() -> None:
     """List every config field that --set accepts, with its default and help."""

@@ -1,0 +1,148 @@
+"""a3c.analysis, a3c runs / plot, TensorBoard tags, policy lag, and the notebook executed on a real run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from a3c.analysis import aggregate, load_runs, runs_table
+from tests.conftest import ROOT, run_a3c
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def test_committed_notebooks_carry_no_outputs():
+    assert NOTEBOOKS, "notebooks/ has no notebook"
+    for path in NOTEBOOKS:
+        notebook = json.loads(path.read_text())
+        for cell in notebook["cells"]:
+            if cell["cell_type"] == "code":
+                assert cell.get("outputs") == [] and cell.get("execution_count") is None, path.name
+
+
+def test_first_code_cell_is_tagged_parameters_and_sets_runs_dir():
+    notebook = json.loads((ROOT / "notebooks" / "analyze_runs.ipynb").read_text())
+    first = next(c for c in notebook["cells"] if c["cell_type"] == "code")
+    assert "parameters" in first["metadata"].get("tags", [])
+    assert "".join(first["source"]).startswith("runs_dir =")
+
+
+def fake_eval(run: str, xs, ys) -> pd.DataFrame:
+    return pd.DataFrame({"run": run, "env_id": "E", "global_step": xs, "mean_return": ys})
+
+
+def test_aggregate_means_runs_on_a_common_grid_with_a_ci():
+    table = pd.concat([fake_eval("a", [0, 10], [0.0, 10.0]), fake_eval("b", [0, 10], [2.0, 12.0])])
+    curve = aggregate(table, points=11, n_boot=200)
+    assert list(curve["global_step"]) == list(np.linspace(0, 10, 11))
+    np.testing.assert_allclose(curve["mean"], np.arange(11) + 1.0)
+    assert (curve["ci_low"] <= curve["mean"]).all() and (curve["mean"] <= curve["ci_high"]).all()
+    assert (curve["ci_low"] >= np.arange(11)).all() and (curve["ci_high"] <= np.arange(11) + 2).all()
+    assert set(curve["n_runs"]) == {2}
+
+
+def test_aggregate_carries_a_finished_run_forward():
+    table = pd.concat([fake_eval("a", [0, 5], [0.0, 5.0]), fake_eval("b", [0, 10], [0.0, 10.0])])
+    curve = aggregate(table, points=3, n_boot=50)
+    np.testing.assert_allclose(curve["mean"], [0.0, 5.0, 7.5])  # run a holds 5.0 after its end
+
+
+@pytest.mark.slow
+def test_tensorboard_event_files_have_the_stable_tags(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    args = "train --env tests.testing_envs:FixedLength-v0 --serial --max-steps 4000 --eval-interval 0.2"
+    result = run_a3c(
+        *args.split(), "--tensorboard", "--quiet", "--run-dir", str(tmp_path / "run"), timeout=180
+    )
+    assert result.returncode == 0, result.stderr
+    accumulator = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    accumulator.Reload()
+    tags = set(accumulator.Tags()["scalars"])
+    expected = {
+        "charts/episodic_return",
+        "charts/episodic_length",
+        "charts/eval_mean_return",
+        "charts/steps_per_s",
+        "charts/learning_rate",
+        "losses/policy_loss",
+        "losses/value_loss",
+        "losses/entropy",
+        "losses/grad_norm",
+        "losses/explained_variance",
+        "async/policy_lag_mean",
+        "async/policy_lag_p95",
+        "async/policy_lag_max",
+    }
+    assert expected <= tags, expected - tags
+    assert len(accumulator.Scalars("charts/episodic_return")) > 10
+
+
+@pytest.mark.slow
+def test_policy_lag_is_zero_in_serial_mode_and_positive_with_two_workers(tmp_path):
+    serial = "train --env tests.testing_envs:FixedLength-v0 --serial --max-steps 6000 --quiet"
+    assert run_a3c(*serial.split(), "--run-dir", str(tmp_path / "serial"), timeout=180).returncode == 0
+    spawned = "train --env tests.testing_envs:FixedLength-v0 --workers 2 --max-steps 30000 --quiet"
+    result = run_a3c(*spawned.split(), "--run-dir", str(tmp_path / "spawned"), timeout=300)
+    assert result.returncode == 0, result.stderr
+    serial_metrics = pd.read_csv(tmp_path / "serial" / "metrics.csv")
+    spawned_metrics = pd.read_csv(tmp_path / "spawned" / "metrics.csv")
+    assert len(serial_metrics) >= 1 and (serial_metrics["policy_lag_max"] == 0).all()
+    assert set(spawned_metrics["worker"]) == {0, 1}
+    assert spawned_metrics["policy_lag_max"].max() > 0 and spawned_metrics["policy_lag_mean"].mean() > 0
+
+
+@pytest.fixture(scope="module")
+def three_seeds(tmp_path_factory) -> Path:
+    """Three short real CartPole runs (2 spawned workers each) in one folder."""
+    root = tmp_path_factory.mktemp("runs")
+    for seed in range(3):
+        args = f"train --env CartPole-v1 --workers 2 --seed {seed} --max-steps 15000 --quiet"
+        result = run_a3c(*args.split(), "--run-dir", str(root / f"s{seed}"), timeout=300)
+        assert result.returncode == 0, result.stderr
+    return root
+
+
+@pytest.mark.slow
+def test_load_runs_and_runs_table(three_seeds):
+    runs = load_runs(three_seeds)
+    assert len(runs.paths) == 3
+    for table in (runs.eval, runs.episodes, runs.metrics):
+        assert {"run", "env_id", "seed", "lr", "workers"} <= set(table.columns) and len(table)
+    table = runs_table(runs)
+    assert sorted(table["seed"]) == [0, 1, 2] and set(table["env"]) == {"CartPole-v1"}
+    listing = run_a3c("runs", str(three_seeds), timeout=120)
+    assert listing.returncode == 0 and listing.stdout.count("CartPole-v1") == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("x", ["steps", "time"])
+def test_plot_writes_a_png(three_seeds, tmp_path, x):
+    out = tmp_path / f"curves-{x}.png"
+    result = run_a3c("plot", str(three_seeds), "-o", str(out), "--x", x, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
+
+
+@pytest.mark.slow
+def test_notebook_executes_end_to_end_on_real_runs(three_seeds):
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(ROOT / "notebooks" / "analyze_runs.ipynb", as_version=4)
+    index = next(i for i, c in enumerate(notebook.cells) if "parameters" in c.metadata.get("tags", []))
+    # What papermill does: a cell right after the parameters cell overrides them.
+    notebook.cells.insert(index + 1, nbformat.v4.new_code_cell(f"runs_dir = {str(three_seeds)!r}"))
+    client = NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    )
+    client.execute()
+    errors = [
+        o for c in notebook.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
+    ]
+    assert not errors
+    assert any(o.output_type == "display_data" for c in notebook.cells for o in c.get("outputs", []))
