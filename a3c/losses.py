@@ -60,7 +60,7 @@ def actor_critic_loss(
         policy=pg.item(),
         value=vl.item(),
         entropy=ent.item(),
-        explained_variance=explained_variance(values.detach(), returns),
+        explained_variance=explained_variance(values.detach(), returns.detach()),
     )
 
 
