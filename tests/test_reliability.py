@@ -22,7 +22,6 @@ from tests.conftest import (
     data_rows,
     end,
     left_behind,
-    popen_a3c,
     processes_with_token,
     read_json,
     run_a3c,
@@ -96,12 +95,9 @@ def test_sigkilled_worker_is_restarted_and_the_run_reaches_its_target(run_dir, t
 
 def test_worker_that_always_raises_ends_the_run_after_its_restart_budget(run_dir, token):
     args = "train --env tests.testing_envs:Faulty-v0 --workers 2 --eval-interval 600 --set max_restarts=2"
-    proc = popen_a3c(*args.split(), "--run-dir", str(run_dir), token=token)
-    try:
-        out, err = proc.communicate(timeout=180)
-    finally:
-        end(proc)
-    assert proc.returncode == 1, err
+    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=180, token=token)
+    err = result.stderr
+    assert result.returncode == 1, err
     assert "injected fault" in err and "restart budget is 2" in err
     assert err.count("restarting it") >= 2
     summary = read_json(run_dir / "summary.json")
@@ -292,11 +288,10 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys
 
 def test_a_hung_worker_is_found_by_its_missing_heartbeat(run_dir, token):
     args = "train --env tests.testing_envs:Hanging-v0 --workers 2 --eval-interval 600 --hang-timeout 3"
-    proc = popen_a3c(*args.split(), "--set", "max_restarts=0", "--run-dir", str(run_dir), token=token)
-    try:
-        out, err = proc.communicate(timeout=120)
-    finally:
-        end(proc)
-    assert proc.returncode == 1, err
+    result = run_a3c(
+        *args.split(), "--set", "max_restarts=0", "--run-dir", str(run_dir), timeout=120, token=token
+    )
+    err = result.stderr
+    assert result.returncode == 1, err
     assert "sent no heartbeat for 3 s and was killed" in err
     assert read_json(run_dir / "summary.json")["exit_reason"].startswith("failed: worker")

@@ -17,7 +17,6 @@ from tests.conftest import (
     data_rows,
     end,
     left_behind,
-    popen_a3c,
     read_json,
     run_a3c,
     spawned_children,
@@ -118,14 +117,9 @@ def test_signal_stops_within_5_s_and_leaves_no_child(run_dir, token, signum, to_
 def test_worker_failure_exits_1_naming_the_worker(run_dir, token):
     # No restarts allowed: the first crash ends the run (tests/test_reliability.py covers restarts).
     args = "train --env tests.testing_envs:Faulty-v0 --workers 2 --eval-interval 600 --set max_restarts=0"
-    proc = popen_a3c(*args.split(), "--run-dir", str(run_dir), token=token)
-    try:
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-    assert proc.returncode == 1, err
+    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=120, token=token)
+    err = result.stderr
+    assert result.returncode == 1, err
     assert "error: worker" in err and "injected fault" in err
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"].startswith("failed: worker ")
