@@ -43,19 +43,26 @@ class SharedAdam(torch.optim.Optimizer):
     def step(self, closure=None):  # noqa: D102 - torch.optim API
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = p.grad
-                state = self.state[p]
-                state["step"] += 1
-                step = state["step"].item()
-                state["exp_avg"].lerp_(grad, 1 - beta1)
-                state["exp_avg_sq"].mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-                bias_correction1 = 1 - beta1**step
-                bias_correction2_sqrt = math.sqrt(1 - beta2**step)
-                denom = (state["exp_avg_sq"].sqrt() / bias_correction2_sqrt).add_(group["eps"])
-                p.addcdiv_(state["exp_avg"], denom, value=-group["lr"] / bias_correction1)
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            states = [self.state[p] for p in params]
+            grads = [p.grad for p in params]
+            exp_avgs = [s["exp_avg"] for s in states]
+            exp_avg_sqs = [s["exp_avg_sq"] for s in states]
+            # One multi-tensor op per formula instead of one op per parameter: measured 538 → 276 µs per
+            # step for the CartPole model (torch's per-op overhead dominates such small tensors).
+            steps = [s["step"] for s in states]
+            torch._foreach_add_(steps, 1)
+            step_values = [s.item() for s in steps]  # the shared steps: every worker's updates count
+            torch._foreach_lerp_(exp_avgs, grads, 1 - beta1)
+            torch._foreach_mul_(exp_avg_sqs, beta2)
+            torch._foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - beta2)
+            denoms = torch._foreach_sqrt(exp_avg_sqs)
+            torch._foreach_div_(denoms, [math.sqrt(1 - beta2**step) for step in step_values])
+            torch._foreach_add_(denoms, group["eps"])
+            step_sizes = [-group["lr"] / (1 - beta1**step) for step in step_values]
+            torch._foreach_addcdiv_(params, exp_avgs, denoms, step_sizes)
         return None
 
 
