@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,16 +70,29 @@ def load_run(path: str | Path) -> Runs:
     return Runs(runs=pd.DataFrame([row]), paths=[path], **tables)
 
 
+def is_run(path: Path) -> bool:
+    """A directory whose config.json is one that a3c wrote (other tools' config.json files are skipped)."""
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and "env_id" in config and "a3c" in config.get("versions", {})
+
+
 def find_runs(dir_or_glob: str | Path) -> list[Path]:
-    """Run directories (those holding a config.json) under a directory, or matching a glob pattern."""
+    """Run directories under a directory (hidden folders like .venv are not searched), or matching a glob."""
     text = str(dir_or_glob)
     roots = [Path(p) for p in sorted(glob.glob(text))] if any(c in text for c in "*?[") else [Path(text)]
     found = []
     for root in roots:
-        if (root / "config.json").is_file():
+        if is_run(root):
             found.append(root)
-        elif root.is_dir():
-            found += sorted(p.parent for p in root.rglob("config.json"))
+            continue
+        for folder, subfolders, files in os.walk(root):
+            subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+            if "config.json" in files and is_run(Path(folder)):
+                found.append(Path(folder))
+                subfolders[:] = []  # a run holds no runs
     return found
 
 
@@ -189,10 +203,10 @@ def plot_runs(runs: Runs, out: str | Path, x: str = "steps", smooth: int = 20) -
     metrics = runs.metrics
     if len(metrics):
         for run, group in metrics.groupby("run"):
-            per_second = (
-                group.assign(second=group["wall_time"].round()).groupby("second")["steps_per_s"].sum()
-            )
-            ax.plot(per_second.index, per_second.to_numpy(), label=Path(run).name)
+            # Rate of the global step over wall time: every worker counted once, whatever its window.
+            group = group.sort_values("wall_time").drop_duplicates("wall_time")
+            rate = group["global_step"].diff() / group["wall_time"].diff()
+            ax.plot(group["wall_time"], rate.rolling(4, min_periods=1).mean(), label=Path(run).name)
     ax.set(title="Throughput (all workers)", xlabel="wall time (s)", ylabel="env steps / s")
     ax = axes[1, 1]
     if len(metrics):

@@ -297,6 +297,10 @@ def plot(sources: tuple[Path, ...], output: Path, x_axis: str) -> None:
     """Learning curves (eval mean with a 95% CI band across seeds, smoothed training returns), throughput and
     policy lag of one or more runs, as one figure."""
     analysis = _analysis()
+    if output.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise BadInput(f"--output: {str(output)!r} is not allowed; expected a .png, .pdf or .svg file")
+    if not output.parent.is_dir():
+        raise BadInput(f"--output: the folder {str(output.parent)!r} does not exist")
     try:
         loaded = analysis.load_runs(list(sources))
     except FileNotFoundError:

@@ -20,9 +20,10 @@ import torch
 
 from a3c.child import ChildGuard, format_error
 from a3c.config import Config
+from a3c.errors import BadInput
 from a3c.model import ActorCritic
 from a3c.records import ErrorRecord, EvalRecord
-from a3c.runs import EVAL_COLUMNS, CsvLog, save_checkpoint
+from a3c.runs import EVAL_COLUMNS, CsvLog, load_checkpoint, save_checkpoint
 from a3c.shared import Counters, Heartbeats, StopReason, StopSignal
 from a3c.update import pull_weights
 from envs import make_vector_env
@@ -48,6 +49,17 @@ def play_greedy(
         lengths += running
         running &= ~(terminated | truncated)
     return returns, lengths
+
+
+def saved_best(path: Path) -> float:
+    """The mean return recorded in an existing best.pt (-inf when there is none or it cannot be read): a
+    resumed run or a restarted evaluator may have a best.pt newer than the best it was told about."""
+    if not path.is_file():
+        return -float("inf")
+    try:
+        return float(load_checkpoint(path)["mean_return"])
+    except (BadInput, KeyError, TypeError, ValueError):
+        return -float("inf")
 
 
 class Evaluator:
@@ -84,7 +96,7 @@ class Evaluator:
         self.rng = np.random.default_rng(seed)
         self.start_time = start_time
         self.dims = {"obs_dim": obs_dim, "n_actions": n_actions}
-        self.best_mean = best_mean
+        self.best_mean = max(best_mean, saved_best(run_dir / "checkpoints" / "best.pt"))
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
         self.envs = make_vector_env(config.env_id, config.eval_episodes)  # built once, reset with new seeds
         self.confirm_envs: gym.vector.VectorEnv | None = None

@@ -86,17 +86,22 @@ def trim_csv(path: Path, max_step: int, max_wall: float) -> int:
     Returns the number of data rows kept. The file is rewritten atomically."""
     if not path.exists():
         return 0
-    with path.open(newline="") as f:
-        rows = list(csv.reader(f))
+    text = path.read_text()
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]  # a row cut short by the kill: drop it, it may hold a cut number
+    rows = list(csv.reader(text.splitlines()))
     if not rows:
         return 0
     header, body = rows[0], rows[1:]
-    step_col, wall_col = header.index("global_step"), header.index("wall_time")
-    kept = [
-        r
-        for r in body
-        if len(r) == len(header) and int(r[step_col]) <= max_step and float(r[wall_col]) <= max_wall
-    ]
+    try:
+        step_col, wall_col = header.index("global_step"), header.index("wall_time")
+        kept = [
+            r
+            for r in body
+            if len(r) == len(header) and int(r[step_col]) <= max_step and float(r[wall_col]) <= max_wall
+        ]
+    except ValueError as exc:
+        raise BadInput(f"--resume: {str(path)!r} is not a CSV this a3c wrote ({exc})") from None
     tmp = path.with_name(f".{path.name}.trim")
     with tmp.open("w", newline="") as f:
         csv.writer(f).writerows([header, *kept])

@@ -180,14 +180,15 @@ class Counters(_NumpyViews):
 
 
 class Heartbeats(_NumpyViews):
-    """One float64 slot per child (workers 0..N-1, then the evaluator): the ``time.time()`` of its last
+    """One float64 slot per child (workers 0..N-1, then the evaluator): the ``time.monotonic()`` of its last
     sign of life. A child writes only its own slot; the trainer reads them all to find a hung child."""
 
     def __init__(self, num_children: int):
         self.times = torch.zeros(num_children, dtype=torch.float64).share_memory_()
 
     def beat(self, slot: int) -> None:
-        self._view("times")[slot] = time.time()
+        # CLOCK_MONOTONIC is one clock for all processes on Linux, and a clock step (NTP) cannot fake a hang.
+        self._view("times")[slot] = time.monotonic()
 
     def clear(self, slot: int) -> None:
         """Mark ``slot`` as not started yet (no beat)."""
@@ -196,7 +197,7 @@ class Heartbeats(_NumpyViews):
     def age(self, slot: int) -> float | None:
         """Seconds since ``slot``'s last beat, or None before its first one."""
         last = float(self._view("times")[slot])
-        return None if last == 0.0 else time.time() - last
+        return None if last == 0.0 else time.monotonic() - last
 
 
 class StopReason(enum.IntEnum):

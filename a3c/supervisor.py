@@ -1,7 +1,8 @@
 """Spawned children under supervision: one pipe each, heartbeats, restarts within a budget.
 
-Each child writes its records to a pipe of its own (one writer, messages < 4 KiB: atomic, no lock), so a
-child killed at any instant cannot leave a lock held that would block the others, as a shared queue could.
+Each child writes its records to a pipe of its own (one writer, no lock), so a child killed at any instant
+cannot leave a lock held that would block the others, as a shared queue could; a message it could not
+finish only ends that pipe (EOF), since the trainer holds no copy of the write end.
 A child that dies, or stops beating for ``hang_timeout`` seconds, is restarted with a fresh seed stream,
 up to ``max_restarts`` times within ``RESTART_WINDOW_S``; past that the run fails with its last error.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,7 +86,7 @@ class Supervisor:
             args=child.spec.args(child.started, writer),
         )
         self.heartbeats.clear(child.spec.slot)  # until its first beat, the start-up timeout applies
-        child.started_at = time.time()
+        child.started_at = time.monotonic()
         # The child inherits an ignored SIGINT (then Python installs no KeyboardInterrupt handler in it), so a
         # Ctrl-C sent to the whole process group reaches only the trainer, which stops children in order.
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -102,21 +104,30 @@ class Supervisor:
 
     def _receive(self, child: Child, limit: int | None) -> None:
         taken = 0
-        try:
-            while child.reader is not None and child.reader.poll() and (limit is None or taken < limit):
+        while child.reader is not None and (limit is None or taken < limit):
+            try:
+                if not child.reader.poll():
+                    return
                 record = child.reader.recv()
-                taken += 1
-                if isinstance(record, ErrorRecord):
-                    child.last_error = record
-                else:
-                    self.handle(record)
-        except (EOFError, OSError):
-            pass  # the child is gone; its exit is handled by the caller
+            except (EOFError, OSError):  # the child is gone and its pipe is drained: stop watching it
+                child.reader.close()
+                child.reader = None
+                return
+            taken += 1
+            if isinstance(record, ErrorRecord):
+                child.last_error = record
+                continue
+            try:
+                self.handle(record)
+            except Exception:  # e.g. a CSV write on a full disk: the run must stop, not lose rows silently
+                if self.failure is None:
+                    self.failure = ErrorRecord("trainer", traceback.format_exc())
 
-    def poll(self, timeout: float, stopping: bool) -> None:
+    def poll(self, timeout: float, stopped: Callable[[], bool]) -> None:
         """Wait up to ``timeout`` for records or exits; deliver records; restart dead or hung children.
 
-        With ``stopping`` true nothing is restarted. Sets ``self.failure`` when a child is past its budget.
+        Nothing is restarted once ``stopped()`` (read again after the wait: a child that set the stop flag
+        and exited meanwhile ended normally). Sets ``self.failure`` when a child is past its budget.
         """
         readers = [c.reader for c in self.children if c.reader is not None]
         sentinels = [
@@ -125,9 +136,9 @@ class Supervisor:
         wait(readers + sentinels, timeout=timeout)
         for child in self.children:
             self._receive(child, RECV_MAX)
-        if stopping or self.failure is not None:
-            return
         for child in self.children:
+            if stopped() or self.failure is not None:
+                return
             if child.process.exitcode is not None:
                 self._receive(child, None)  # its ErrorRecord, if it sent one before dying
                 reason = f"{child.spec.name} died with exit code {child.process.exitcode}"
@@ -135,6 +146,11 @@ class Supervisor:
                 silent = self._silent_for(child)
                 child.process.kill()
                 child.process.join(timeout=5.0)
+                if child.process.is_alive():  # not even SIGKILL ended it: do not start a second one
+                    self.failure = ErrorRecord(
+                        child.spec.name, f"{child.spec.name} hung and could not be killed"
+                    )
+                    return
                 reason = f"{child.spec.name} sent no heartbeat for {silent:g} s and was killed"
             else:
                 continue
@@ -145,7 +161,7 @@ class Supervisor:
         age = self.heartbeats.age(child.spec.slot)
         if age is None:  # still starting up
             limit = max(self.hang_timeout, STARTUP_TIMEOUT_S)
-            return limit if time.time() - child.started_at > limit else None
+            return limit if time.monotonic() - child.started_at > limit else None
         return self.hang_timeout if age > self.hang_timeout else None
 
     def _crashed(self, child: Child, reason: str) -> None:
@@ -181,15 +197,16 @@ class Supervisor:
         along, so a child blocked on a full pipe can still exit."""
         started = [c for c in self.children if c.process is not None]
         while any(c.process.is_alive() for c in started) and time.monotonic() < deadline():
-            self.poll(timeout=0.1, stopping=True)
-        for child in started:
-            if child.process.is_alive():
-                child.process.terminate()  # SIGTERM: the child's guard ends its loop at the next update
+            self.poll(timeout=0.1, stopped=lambda: True)
+        for signal_them in (lambda p: p.terminate(), lambda p: p.kill()):  # SIGTERM first, then SIGKILL
+            alive = [c.process for c in started if c.process.is_alive()]
+            for process in alive:
+                signal_them(process)
+            until = time.monotonic() + join_s  # one deadline for all of them, not join_s each
+            while any(p.is_alive() for p in alive) and time.monotonic() < until:
+                wait([p.sentinel for p in alive if p.is_alive()], timeout=0.1)
         for child in started:
             child.process.join(timeout=join_s)
-            if child.process.is_alive():
-                child.process.kill()
-                child.process.join(timeout=join_s)
         for child in started:
             self._receive(child, None)
             if child.reader is not None:

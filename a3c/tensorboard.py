@@ -40,10 +40,10 @@ def check_available() -> None:
 class TensorBoardLog:
     """Writes the trainer's records to ``run_dir/tensorboard``."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, purge_step: int | None = None):
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"), flush_secs=5)
+        self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"), flush_secs=5, purge_step=purge_step)
 
     def write(self, record) -> None:
         if isinstance(record, EpisodeRecord):

@@ -72,7 +72,9 @@ class RunMonitor:
         self.start_time = start_time
         self.episodes_log = CsvLog(run_dir / "episodes.csv", EPISODE_COLUMNS)
         self.metrics_log = CsvLog(run_dir / "metrics.csv", METRICS_COLUMNS)
-        self.tensorboard = TensorBoardLog(run_dir) if config.tensorboard else None
+        # On resume, TensorBoard drops the events logged after the checkpoint, as the CSVs do.
+        purge = counters.total_steps + 1 if counters.total_steps else None
+        self.tensorboard = TensorBoardLog(run_dir, purge) if config.tensorboard else None
         self.lag_by_worker: dict[int, float] = {}
         self.episodes = 0
         self.last_row = (0.0, 0)  # (wall_time, global_step) of the last episodes.csv row
@@ -214,6 +216,7 @@ class Trainer:
         else:
             self.run_dir = run_dir
             trim_csv(run_dir / "eval.csv", int(resume["global_step"]), wall_before)
+            trim_csv(run_dir / "metrics.csv", int(resume["global_step"]), wall_before)
             episodes_kept = trim_csv(run_dir / "episodes.csv", int(resume["global_step"]), wall_before)
         metadata = {**config.to_dict(), "serial": serial, **run_metadata(), "resumes": self.resume_index}
         write_json(self.run_dir / "config.json", metadata)
@@ -293,13 +296,22 @@ class Trainer:
         self.last_checkpoint = time.monotonic()
         folder = self.run_dir / "checkpoints"
         payload = self._checkpoint_payload()
+        # The finiteness check runs once a second: look again at exactly what is about to be saved, so a
+        # NaN that appeared since can never replace the last good checkpoint.
+        if not all(bool(torch.isfinite(t).all()) for t in payload["model_state"].values()):
+            self._check_finite()
+            return
         save_checkpoint(folder / "last.pt", payload)
         if self.config.keep_checkpoints > 0:
             # A hard link: the history costs no copy, and last.pt's next os.replace leaves this inode alone.
             history = folder / f"step-{payload['global_step']:012d}.pt"
-            history.unlink(missing_ok=True)
-            os.link(folder / "last.pt", history)
-        for old in sorted(folder.glob("step-*.pt"))[: -self.config.keep_checkpoints or None]:
+            try:
+                history.unlink(missing_ok=True)
+                os.link(folder / "last.pt", history)
+            except OSError as exc:  # a file system without hard links: last.pt itself is fine
+                print(f"warning: no checkpoint history ({exc})", file=sys.stderr)
+        # The newest step-*.pt is last.pt itself: keep_checkpoints earlier ones stay beside it.
+        for old in sorted(folder.glob("step-*.pt"))[: -(self.config.keep_checkpoints + 1)]:
             old.unlink(missing_ok=True)
 
     def _evaluator(self) -> Evaluator:
@@ -424,7 +436,7 @@ class Trainer:
         try:
             supervisor.start_all()
             while not self.stop.is_set():
-                supervisor.poll(TICK_S, stopping=False)
+                supervisor.poll(TICK_S, stopped=self.stop.is_set)
                 if supervisor.failure is not None:
                     self.monitor.errors.append(supervisor.failure)
                 self._check_budget_and_signals()

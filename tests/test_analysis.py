@@ -146,3 +146,25 @@ def test_notebook_executes_end_to_end_on_real_runs(three_seeds):
     ]
     assert not errors
     assert any(o.output_type == "display_data" for c in notebook.cells for o in c.get("outputs", []))
+
+
+def test_plot_refuses_an_unknown_image_type_and_a_missing_folder(tmp_path, capsys):
+    from a3c.cli import main
+
+    for output in (tmp_path / "x.xyz", tmp_path / "missing" / "x.png"):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["plot", str(tmp_path), "-o", str(output)])
+        assert exit_info.value.code == 2
+        assert capsys.readouterr().err.startswith("error: --output:")
+
+
+def test_find_runs_skips_config_json_files_that_a3c_did_not_write(tmp_path):
+    from a3c.analysis import find_runs
+
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "config.json").write_text('{"name": "not a run"}')
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text('{"env_id": "E", "versions": {"a3c": "0.1.0"}}')
+    assert find_runs(tmp_path) == [tmp_path / "run"]

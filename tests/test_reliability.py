@@ -148,7 +148,7 @@ def test_killed_trainer_leaves_no_child_and_resume_continues_exactly(run_dir, to
     assert any(int(r["global_step"]) > step for r in table) and any(
         int(r["global_step"]) <= step for r in table
     )
-    assert len(list((run_dir / "checkpoints").glob("step-*.pt"))) <= 3  # keep_checkpoints
+    assert len(list((run_dir / "checkpoints").glob("step-*.pt"))) == 4  # last.pt's own + keep_checkpoints (3)
 
 
 def test_ctrl_c_twice_still_stops_cleanly(run_dir, token):
@@ -295,3 +295,15 @@ def test_a_hung_worker_is_found_by_its_missing_heartbeat(run_dir, token):
     assert result.returncode == 1, err
     assert "sent no heartbeat for 3 s and was killed" in err
     assert read_json(run_dir / "summary.json")["exit_reason"].startswith("failed: worker")
+
+
+def test_trim_csv_drops_a_row_cut_short_by_a_kill(tmp_path):
+    from a3c.resume import trim_csv
+
+    path = tmp_path / "episodes.csv"
+    path.write_text(
+        "wall_time,global_step,worker,return,length\n1.0,10,0,5.0,5\n2.0,20,1,7.0,7\n3.0,30,0,9.0,3"
+    )
+    assert trim_csv(path, max_step=100, max_wall=100.0) == 2  # the last row has no newline: it may be cut
+    assert path.read_text().splitlines()[-1] == "2.0,20,1,7.0,7"
+    assert trim_csv(path, max_step=15, max_wall=100.0) == 1
