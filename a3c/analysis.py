@@ -226,19 +226,7 @@ def plot_runs(runs: Runs, out: str | Path, x: str = "steps", smooth: int = 20) -
 
 def checkpoint_returns(run_or_checkpoint: str | Path, episodes: int = 100, seed: int = 12345) -> np.ndarray:
     """Greedy returns [episodes] of a run's best.pt (or a checkpoint file), as ``a3c evaluate`` plays."""
-    from a3c.config import Config
-    from a3c.evaluator import play_greedy
-    from a3c.learner import build_model
-    from a3c.runs import load_checkpoint
-    from envs import make_vector_env
+    from a3c.evaluator import load_policy, play_policy
 
-    data = load_checkpoint(Path(run_or_checkpoint))
-    config = Config.from_dict(data["config"])
-    model = build_model(config, int(data["obs_dim"]), int(data["n_actions"]))
-    model.load_state_dict(data["model_state"])
-    envs = make_vector_env(config.env_id, episodes)
-    try:
-        returns, _ = play_greedy(model, envs, seed)
-    finally:
-        envs.close()
-    return returns
+    _, config, model = load_policy(Path(run_or_checkpoint))
+    return play_policy(model, config.env_id, episodes, seed)[0]

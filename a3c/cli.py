@@ -204,39 +204,14 @@ def _resume_config(run_dir: Path, env_id: str | None, options: dict, overrides: 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
     """Play greedy episodes with a checkpoint (a run dir: its checkpoints/best.pt) and report the return."""
-    from a3c.config import Config
-    from a3c.evaluator import play_greedy
-    from a3c.learner import build_model
-    from a3c.runs import load_checkpoint, resolve_checkpoint
-    from envs import inspect_env, make_vector_env
+    from a3c.evaluator import load_policy, play_policy
 
     if episodes < 1:
         raise BadInput(f"--episodes: {episodes} is not allowed; expected an integer >= 1")
     if not 0 <= seed < 2**31 - episodes:
         raise BadInput(f"--seed: {seed} is not allowed; expected an integer in [0, 2**31 - episodes)")
-    path = resolve_checkpoint(target)
-    data = load_checkpoint(path)
-    try:
-        config = Config.from_dict(data["config"])
-        dims = int(data["obs_dim"]), int(data["n_actions"])
-        model = build_model(config, *dims)
-        model.load_state_dict(data["model_state"])
-    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-        raise BadInput(
-            f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})"
-        ) from None
-    info = inspect_env(config.env_id)
-    if (info.obs_dim, info.n_actions) != dims:
-        raise BadInput(
-            f"checkpoint: {str(path)!r} was trained with obs_dim, n_actions = {dims}; "
-            f"{config.env_id} has {(info.obs_dim, info.n_actions)}"
-        )
-    model.eval()
-    envs = make_vector_env(config.env_id, episodes)
-    try:
-        returns, lengths = play_greedy(model, envs, seed)
-    finally:
-        envs.close()
+    path, config, model = load_policy(target)
+    returns, lengths = play_policy(model, config.env_id, episodes, seed)
     result = {
         "checkpoint": str(path),
         "env_id": config.env_id,

@@ -21,12 +21,13 @@ import torch
 from a3c.child import ChildGuard, format_error
 from a3c.config import Config
 from a3c.errors import BadInput
+from a3c.learner import build_model
 from a3c.model import ActorCritic
 from a3c.records import ErrorRecord, EvalRecord
-from a3c.runs import EVAL_COLUMNS, CsvLog, load_checkpoint, save_checkpoint
+from a3c.runs import EVAL_COLUMNS, CsvLog, load_checkpoint, resolve_checkpoint, save_checkpoint
 from a3c.shared import Counters, Heartbeats, StopReason, StopSignal
 from a3c.update import pull_weights
-from envs import make_vector_env
+from envs import inspect_env, make_vector_env
 
 
 @torch.inference_mode()
@@ -49,6 +50,38 @@ def play_greedy(
         lengths += running
         running &= ~(terminated | truncated)
     return returns, lengths
+
+
+def load_policy(target: Path) -> tuple[Path, Config, ActorCritic]:
+    """The model of a checkpoint (a run dir means its best.pt), rebuilt with the config saved in it and
+    checked against its env's spaces; returns (checkpoint path, config, model). Bad files are BadInput."""
+    path = resolve_checkpoint(target)
+    data = load_checkpoint(path)
+    try:
+        config = Config.from_dict(data["config"])
+        dims = int(data["obs_dim"]), int(data["n_actions"])
+        model = build_model(config, *dims)
+        model.load_state_dict(data["model_state"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise BadInput(
+            f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})"
+        ) from None
+    info = inspect_env(config.env_id)
+    if (info.obs_dim, info.n_actions) != dims:
+        raise BadInput(
+            f"checkpoint: {str(path)!r} was trained with obs_dim, n_actions = {dims}; "
+            f"{config.env_id} has {(info.obs_dim, info.n_actions)}"
+        )
+    return path, config, model.eval()
+
+
+def play_policy(model: ActorCritic, env_id: str, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``episodes`` greedy episodes of ``model`` on fresh envs (episode i seeded ``seed + i``)."""
+    envs = make_vector_env(env_id, episodes)
+    try:
+        return play_greedy(model, envs, seed)
+    finally:
+        envs.close()
 
 
 def saved_best(path: Path) -> float:

@@ -129,7 +129,7 @@ def write_json(path: Path, obj: Any) -> None:
     _atomic_write(path, lambda f: f.write((json.dumps(obj, indent=2, default=str) + "\n").encode()))
 
 
-def run_metadata(argv: Sequence[str] | None = None) -> dict[str, Any]:
+def run_metadata() -> dict[str, Any]:
     """Versions, git commit (when available) and the command line, for config.json."""
     import gymnasium
     import numpy
@@ -158,7 +158,7 @@ def run_metadata(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "a3c": __version__,
         },
         "git_commit": commit,
-        "command": list(sys.argv if argv is None else argv),
+        "command": list(sys.argv),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 

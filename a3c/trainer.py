@@ -284,7 +284,6 @@ class Trainer:
             "episodes": self.monitor.episodes,
             "wall_time": time.time() - self.start_time,
             "best_mean_return": self.monitor.best_mean,
-            "mean_return": self.monitor.best_mean,
             "solved_at": self.monitor.solved_at,
             "resumes": self.resume_index,
             "rng_state": torch.get_rng_state(),

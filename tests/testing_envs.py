@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import gymnasium as gym
 import numpy as np
 
@@ -12,65 +14,57 @@ import numpy as np
 class FixedLengthEnv(gym.Env):
     """Never terminates; the TimeLimit of its registration cuts every episode after exactly 10 steps.
 
-    Reward 1 per step, so an episode's return equals its length.
+    Reward 1 per step, so an episode's return equals its length. ``steps`` counts this instance's steps
+    (the faulty envs below key their faults on it).
     """
 
     observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
     action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        self.steps = 0
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         return self.np_random.uniform(-1, 1, 3).astype(np.float32), {}
 
     def step(self, action):
+        self.steps += 1
         return self.np_random.uniform(-1, 1, 3).astype(np.float32), 1.0, False, False, {}
 
 
 class FaultyEnv(FixedLengthEnv):
-    """Raises after 50 steps of one instance: a worker crash injected from inside its env."""
-
-    def __init__(self):
-        self.steps = 0
+    """Raises in the 51st step of one instance: a worker crash injected from inside its env."""
 
     def step(self, action):
-        self.steps += 1
+        result = super().step(action)
         if self.steps > 50:
             raise RuntimeError("injected fault: FaultyEnv raised on purpose")
-        return super().step(action)
-
-
-gym.register("FixedLength-v0", entry_point=FixedLengthEnv, max_episode_steps=10)
-gym.register("Faulty-v0", entry_point=FaultyEnv, max_episode_steps=10)
+        return result
 
 
 class NaNRewardEnv(FixedLengthEnv):
     """Every 53rd step of an instance returns a NaN reward: the loss of that segment is not finite."""
 
-    def __init__(self):
-        self.steps = 0
-
     def step(self, action):
-        self.steps += 1
         obs, reward, terminated, truncated, info = super().step(action)
         return obs, (float("nan") if self.steps % 53 == 0 else reward), terminated, truncated, info
-
-
-gym.register("NaNReward-v0", entry_point=NaNRewardEnv, max_episode_steps=10)
 
 
 class HangingEnv(FixedLengthEnv):
     """Blocks forever in its 30th step: a hung worker, which only a missing heartbeat reveals."""
 
-    def __init__(self):
-        self.steps = 0
-
     def step(self, action):
-        self.steps += 1
+        result = super().step(action)
         if self.steps >= 30:
-            import threading
-
             threading.Event().wait()  # never set
-        return super().step(action)
+        return result
 
 
-gym.register("Hanging-v0", entry_point=HangingEnv, max_episode_steps=10)
+for name, entry_point in [
+    ("FixedLength-v0", FixedLengthEnv),
+    ("Faulty-v0", FaultyEnv),
+    ("NaNReward-v0", NaNRewardEnv),
+    ("Hanging-v0", HangingEnv),
+]:
+    gym.register(name, entry_point=entry_point, max_episode_steps=10)
