@@ -119,6 +119,10 @@ def train(
 
     Exit codes: 0 finished (solved or budget spent), 1 failure, 2 bad input, 130 SIGINT, 143 SIGTERM.
     """
+    if not serial:  # first: the children's forkserver imports torch while this process does the same
+        from a3c.context import start_early
+
+        start_early()
     from a3c.config import parse_set, resolve_config
     from a3c.runs import check_run_dir, default_run_dir
     from a3c.trainer import Trainer
@@ -231,6 +235,43 @@ def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
             f"over {episodes} episodes (min {result['min_return']:.1f}, max {result['max_return']:.1f}) "
             f"— {path}"
         )
+
+
+@cli.command()
+@click.option("--seeds", type=int, default=5, show_default=True, help="Time-to-solve runs per side.")
+@click.option(
+    "--seconds",
+    type=float,
+    default=20.0,
+    show_default=True,
+    help="Length of each throughput run (after warm-up).",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    default=Path("bench/results"),
+    show_default=True,
+    help="Folder for the JSON results.",
+)
+def bench(seeds: int, seconds: float, out: Path) -> None:
+    """Ours against Stable-Baselines3 A2C on CartPole-v1, side by side: time to solve, throughput, and where
+    one worker's time goes. Prints a markdown table; writes JSON under OUT. Needs the `bench` extra."""
+    try:
+        import stable_baselines3  # noqa: F401
+    except ImportError:
+        raise BadInput(
+            "bench: needs stable-baselines3 for the peer; install the extra: pip install -e '.[bench]' "
+            "(make bench does)"
+        ) from None
+    if seeds < 1:
+        raise BadInput(f"--seeds: {seeds} is not allowed; expected an integer >= 1")
+    if not seconds > 0:
+        raise BadInput(f"--seconds: {seconds} is not allowed; expected a number > 0")
+    from a3c.bench.harness import BenchPlan, run_bench
+
+    results = run_bench(BenchPlan(seeds=seeds, seconds=seconds), out)
+    click.echo(results["markdown"])
+    click.echo(f"\nJSON: {results['path']}  ({results['bench_s']:.0f} s)")
 
 
 def _analysis():

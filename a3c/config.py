@@ -39,6 +39,12 @@ class Config:
         default=(64, 64), metadata={"help": "hidden layer widths, e.g. 64,64"}
     )
     shared_body: bool = field(default=False, metadata={"help": "one body for policy and value heads"})
+    numpy_grad: bool = field(
+        default=True,
+        metadata={
+            "help": "MLP loss gradient in closed form in numpy (same numbers, ~10x faster than autograd)"
+        },
+    )
     max_steps: int | None = field(
         default=None, metadata={"help": "stop after this many env steps (all workers)"}
     )
@@ -46,7 +52,11 @@ class Config:
     target_return: float | None = field(
         default=None, metadata={"help": "stop when the evaluator's mean return reaches this"}
     )
-    eval_interval: float = field(default=2.0, metadata={"help": "seconds between evaluations"})
+    eval_interval: float = field(default=2.0, metadata={"help": "minimum seconds between evaluations"})
+    eval_cpu_share: float = field(
+        default=0.1,
+        metadata={"help": "at most this share of the evaluator's time is spent evaluating, in (0, 1]"},
+    )
     eval_episodes: int = field(default=10, metadata={"help": "greedy episodes per evaluation"})
     confirm_episodes: int = field(
         default=0,
@@ -89,6 +99,7 @@ class Config:
             ),
             ("target_return", self.target_return is None or finite(self.target_return), "a finite number"),
             ("eval_interval", self.eval_interval > 0 and finite(self.eval_interval), "a finite number > 0"),
+            ("eval_cpu_share", 0 < self.eval_cpu_share <= 1, "a number in (0, 1]"),
             ("eval_episodes", self.eval_episodes >= 1, "an integer >= 1"),
             ("confirm_episodes", self.confirm_episodes >= 0, "an integer >= 0"),
             (

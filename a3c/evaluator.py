@@ -16,21 +16,20 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 from a3c.child import ChildGuard, format_error
 from a3c.config import Config
 from a3c.errors import BadInput
+from a3c.flat import flat_view, flatten_parameters
 from a3c.learner import build_model
 from a3c.model import ActorCritic
 from a3c.records import ErrorRecord, EvalRecord
 from a3c.runs import EVAL_COLUMNS, CsvLog, load_checkpoint, resolve_checkpoint, save_checkpoint
 from a3c.shared import Counters, Heartbeats, StopReason, StopSignal
 from a3c.update import pull_weights
-from envs import inspect_env, make_vector_env
+from envs import inspect_env, make_eval_vector_env
 
 
-@torch.inference_mode()
 def play_greedy(
     model: ActorCritic, envs: gym.vector.VectorEnv, seed: int, should_stop: Callable[[], bool] = lambda: False
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -43,8 +42,9 @@ def play_greedy(
     returns = np.zeros(envs.num_envs, np.float64)
     lengths = np.zeros(envs.num_envs, np.int64)
     running = np.ones(envs.num_envs, bool)
+    logits = model.numpy_logits()
     while running.any() and not should_stop():
-        actions = model.policy_logits(torch.as_tensor(obs, dtype=torch.float32)).argmax(-1).numpy()
+        actions = logits(np.asarray(obs, dtype=np.float32)).argmax(-1)
         obs, rewards, terminated, truncated, _ = envs.step(actions)
         returns += np.where(running, rewards, 0.0)
         lengths += running
@@ -77,7 +77,7 @@ def load_policy(target: Path) -> tuple[Path, Config, ActorCritic]:
 
 def play_policy(model: ActorCritic, env_id: str, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``episodes`` greedy episodes of ``model`` on fresh envs (episode i seeded ``seed + i``)."""
-    envs = make_vector_env(env_id, episodes)
+    envs = make_eval_vector_env(env_id, episodes)
     try:
         return play_greedy(model, envs, seed)
     finally:
@@ -124,6 +124,7 @@ class Evaluator:
         self.config = config
         self.shared_model = shared_model
         self.model = copy.deepcopy(shared_model)
+        self.flat, self.shared_flat = flatten_parameters(self.model), flat_view(shared_model)
         self.counters = counters
         self.run_dir = run_dir
         self.rng = np.random.default_rng(seed)
@@ -131,14 +132,15 @@ class Evaluator:
         self.dims = {"obs_dim": obs_dim, "n_actions": n_actions}
         self.best_mean = max(best_mean, saved_best(run_dir / "checkpoints" / "best.pt"))
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
-        self.envs = make_vector_env(config.env_id, config.eval_episodes)  # built once, reset with new seeds
+        # Built once and reset with new seeds for every evaluation.
+        self.envs = make_eval_vector_env(config.env_id, config.eval_episodes)
         self.confirm_envs: gym.vector.VectorEnv | None = None
         self.cpu_start = time.process_time()  # so start-up imports do not count as evaluation cost
 
     def evaluate(self, should_stop: Callable[[], bool] = lambda: False) -> EvalRecord | None:
         """One evaluation of the current shared weights; None when ``should_stop`` cut it short."""
         global_step, updates = self.counters.total_steps, self.counters.total_updates
-        pull_weights(self.model, self.shared_model)
+        pull_weights(self.flat, self.shared_flat)
         returns, lengths = self._play(self.envs, should_stop)
         target = self.config.target_return
         confirm = self.config.confirm_episodes
@@ -147,7 +149,7 @@ class Evaluator:
             # fails now and then reaches the target by luck (measured on CartPole: best.pt at 460-471 over
             # 100 fresh episodes). Only evaluations at the target pay for it.
             if self.confirm_envs is None:
-                self.confirm_envs = make_vector_env(self.config.env_id, confirm)
+                self.confirm_envs = make_eval_vector_env(self.config.env_id, confirm)
             more_returns, more_lengths = self._play(self.confirm_envs, should_stop)
             returns = np.concatenate([returns, more_returns])
             lengths = np.concatenate([lengths, more_lengths])
@@ -202,6 +204,15 @@ class Evaluator:
         self.log.close()
 
 
+def next_wait(eval_seconds: float, config: Config) -> float:
+    """Seconds to wait after an evaluation that took ``eval_seconds``: at least ``eval_interval``, and long
+    enough that evaluating takes at most ``eval_cpu_share`` of the evaluator's time. Short evaluations (a
+    cheap env, a policy that fails fast) come often and see a solve promptly; long ones (500-step CartPole
+    episodes) back off instead of taking a worker's core."""
+    share = config.eval_cpu_share
+    return max(config.eval_interval, eval_seconds * (1.0 - share) / share)
+
+
 def evaluator_main(
     config: Config,
     shared_model: ActorCritic,
@@ -216,7 +227,7 @@ def evaluator_main(
     n_actions: int,
     best_mean: float,
 ) -> None:
-    """Process shell: evaluate every ``eval_interval`` s; stop at the target; once more at a budget end.
+    """Process shell: evaluate every ``next_wait`` s; stop at the target; once more at a budget end.
 
     Its heartbeat slot is ``config.workers``; ``best_mean`` is the best so far (a restarted evaluator or a
     resumed run must not replace best.pt with a worse model).
@@ -234,8 +245,9 @@ def evaluator_main(
             if remaining > 0:
                 time.sleep(min(StopSignal.POLL_S, remaining))  # an idle evaluator costs the workers nothing
                 continue
+            started = time.monotonic()
             record = evaluator.evaluate(cut_short)
-            next_eval = time.monotonic() + config.eval_interval
+            next_eval = time.monotonic() + next_wait(time.monotonic() - started, config)
             if record is not None:
                 conn.send(record)
                 if record.solved:

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 import torch
 
 from a3c.config import Config
+from a3c.flat import attach_flat_grad, clip_flat_grad, flat_view, flatten_parameters
+from a3c.mlp_grad import MlpGradient
 from a3c.model import ActorCritic
 from a3c.rollout import Episode, RolloutCollector
+from a3c.shared import SharedOptimizer, make_optimizer
 from a3c.update import compute_gradients, hand_off_gradients, pull_weights, segment_loss
 from envs import make_vector_env
 
@@ -22,6 +25,14 @@ from envs import make_vector_env
 def build_model(config: Config, obs_dim: int, n_actions: int) -> ActorCritic:
     """The actor-critic network that ``config`` describes."""
     return ActorCritic(obs_dim, n_actions, config.hidden_sizes, config.shared_body)
+
+
+def build_shared(config: Config, obs_dim: int, n_actions: int) -> tuple[ActorCritic, SharedOptimizer]:
+    """The global model, its parameters views into one flat buffer in shared memory, and the shared
+    optimizer that steps that one buffer (its state created eagerly, in shared memory, by the optimizer)."""
+    model = build_model(config, obs_dim, n_actions)
+    flat = flatten_parameters(model, shared=True)
+    return model, make_optimizer(config.optimizer, [flat], config.lr, config.optimizer_eps)
 
 
 @dataclass(frozen=True)
@@ -54,7 +65,7 @@ class Learner:
         self,
         config: Config,
         shared_model: ActorCritic,
-        optimizer: torch.optim.Optimizer,
+        optimizer: SharedOptimizer,
         seed: int,
         policy_version: Callable[[], int] = lambda: 0,
     ):
@@ -62,7 +73,17 @@ class Learner:
         self.policy_version = policy_version
         self.shared_model = shared_model
         self.optimizer = optimizer
+        # The shared model's parameters are views into one flat shared buffer, and the optimizer's only
+        # parameter is a tensor over that same memory: the gradient must be handed to THAT tensor object.
+        stepped = [p for group in optimizer.param_groups for p in group["params"]]
+        if len(stepped) != 1 or stepped[0].data_ptr() != flat_view(shared_model).data_ptr():
+            raise ValueError("the optimizer must step the shared model's flat buffer (build_shared)")
+        self.shared_flat = stepped[0]
         self.local_model = copy.deepcopy(shared_model)
+        self.local_flat = flatten_parameters(self.local_model)
+        self.local_grad = attach_flat_grad(self.local_model, self.local_flat)
+        self.policy = self.local_model.numpy_logits()
+        self.numpy_grad = MlpGradient(self.local_model) if config.numpy_grad else None
         torch.manual_seed(seed)
         self.collector = RolloutCollector(
             make_vector_env(config.env_id, config.envs_per_worker), config.t_max, seed
@@ -71,16 +92,19 @@ class Learner:
     def update(self) -> UpdateResult:
         """Run one full update and return what it did (a non-finite grad_norm: the step was skipped)."""
         cfg = self.config
-        pull_weights(self.local_model, self.shared_model)
+        pull_weights(self.local_flat, self.shared_flat)
         pulled_version = self.policy_version()
-        segment, episodes = self.collector.collect(self.local_model)
-        loss = segment_loss(
-            self.local_model, segment, cfg.gamma, cfg.gae_lambda, cfg.value_coef, cfg.entropy_coef
-        )
-        grad_norm = compute_gradients(self.local_model, loss.total, cfg.max_grad_norm)
+        segment, episodes = self.collector.collect(self.policy)
+        loss_args = (segment, cfg.gamma, cfg.gae_lambda, cfg.value_coef, cfg.entropy_coef)
+        if self.numpy_grad is not None:
+            loss = self.numpy_grad.loss_and_grad(*loss_args)
+            grad_norm = clip_flat_grad(self.local_grad, cfg.max_grad_norm)
+        else:
+            loss = segment_loss(self.local_model, *loss_args)
+            grad_norm = compute_gradients(loss.total, self.local_grad, cfg.max_grad_norm)
         # One NaN/inf gradient would poison the shared weights and moments of every worker: skip that step.
         if math.isfinite(grad_norm):
-            hand_off_gradients(self.local_model, self.shared_model)
+            hand_off_gradients(self.local_grad, self.shared_flat)
             self.optimizer.step()
         return UpdateResult(
             cfg.steps_per_update,

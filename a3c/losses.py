@@ -26,9 +26,10 @@ def categorical_entropy(logits: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class LossTerms:
-    """The total loss (with gradient) and its parts as floats for metrics."""
+    """The total loss (a tensor with gradient from autograd, a float from ``MlpGradient``) and its parts as
+    floats for metrics."""
 
-    total: torch.Tensor
+    total: torch.Tensor | float
     policy: float
     value: float
     entropy: float
@@ -71,9 +72,3 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
     if float(var) == 0.0:
         return float("nan")
     return float(1.0 - (returns - values).var(unbiased=False) / var)
-
-
-def clip_grad_norm(parameters, max_norm: float) -> float:
-    """Clip the global gradient norm in place to ``max_norm`` (≤ 0: no clip); return the pre-clip norm."""
-    limit = max_norm if max_norm > 0 else float("inf")
-    return float(torch.nn.utils.clip_grad_norm_(parameters, limit))

@@ -12,6 +12,7 @@ from torch import nn
 from a3c.config import Config
 from a3c.errors import BadInput
 from a3c.runs import load_checkpoint
+from a3c.shared import SharedOptimizer
 
 # Fields that fix the shape of the model or the optimizer state: a resume may not change them.
 SHAPE_FIELDS = ("env_id", "hidden_sizes", "shared_body", "optimizer")
@@ -56,7 +57,7 @@ def restore_model(model: nn.Module, state: dict[str, torch.Tensor], source: str)
 
 
 @torch.no_grad()
-def restore_optimizer(optimizer: torch.optim.Optimizer, state_dict: dict[str, Any], source: str) -> None:
+def restore_optimizer(optimizer: SharedOptimizer, state_dict: dict[str, Any], source: str) -> None:
     """Copy a saved optimizer state into the live shared state tensors, in place.
 
     ``Optimizer.load_state_dict`` would replace them with new, private tensors: the workers would then step
@@ -64,6 +65,8 @@ def restore_optimizer(optimizer: torch.optim.Optimizer, state_dict: dict[str, An
     """
     params = [p for group in optimizer.param_groups for p in group["params"]]
     saved = state_dict.get("state", {})
+    if len(params) == 1 and len(saved) > 1:
+        saved = {0: _concatenated(saved)}
     if len(saved) != len(params):
         raise BadInput(
             f"checkpoint: {source} has optimizer state for {len(saved)} parameters, expected {len(params)}"
@@ -78,6 +81,17 @@ def restore_optimizer(optimizer: torch.optim.Optimizer, state_dict: dict[str, An
                     f"checkpoint: {source} optimizer state {key} of parameter {index} has the wrong shape"
                 )
             tensor.copy_(old[key])
+
+
+def _concatenated(per_parameter: dict[int, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Per-parameter optimizer state (checkpoints written before parameters were flat) as the state of the
+    one flat parameter: each tensor flattened and concatenated in parameter order; the step count is one
+    number for all of them."""
+    states = [per_parameter[i] for i in sorted(per_parameter)]
+    return {
+        key: states[0][key] if key == "step" else torch.cat([s[key].reshape(-1) for s in states])
+        for key in states[0]
+    }
 
 
 def trim_csv(path: Path, max_step: int, max_wall: float) -> int:

@@ -11,13 +11,42 @@ import enum
 import math
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 
-class SharedAdam(torch.optim.Optimizer):
+class SharedOptimizer:
+    """What these optimizers need of ``torch.optim.Optimizer``: ``param_groups``, ``state`` (keyed by
+    parameter) and a ``state_dict()`` in torch's layout, so checkpoints look the same.
+
+    Not torch's class itself: its ``__init__`` imports ``torch._dynamo`` on first use, which took 2.5 s on the
+    dev machine, on the critical path of every run, for features these optimizers do not use.
+    """
+
+    def __init__(self, params: Iterable[torch.Tensor], defaults: dict[str, Any]):
+        self.defaults = defaults
+        self.param_groups: list[dict[str, Any]] = [{**defaults, "params": list(params)}]
+        self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """{"state": {index: {name: tensor}}, "param_groups": [{hyperparameters, "params": [index]}]}."""
+        index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
+        return {
+            "state": {index[id(p)]: dict(s) for p, s in self.state.items()},
+            "param_groups": [
+                {
+                    **{k: v for k, v in g.items() if k != "params"},
+                    "params": [index[id(p)] for p in g["params"]],
+                }
+                for g in self.param_groups
+            ],
+        }
+
+
+class SharedAdam(SharedOptimizer):
     """Adam (Kingma & Ba 2015) with ``step``, ``exp_avg`` and ``exp_avg_sq`` in shared memory.
 
     The update is torch.optim.Adam's (no amsgrad, no weight decay); the bias correction uses the shared
@@ -34,13 +63,14 @@ class SharedAdam(torch.optim.Optimizer):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
         for group in self.param_groups:
             for p in group["params"]:
-                state = self.state[p]
+                state = self.state[p] = {}
                 state["step"] = torch.zeros((), dtype=torch.float64).share_memory_()
                 state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format).share_memory_()
                 state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format).share_memory_()
 
     @torch.no_grad()
-    def step(self, closure=None):  # noqa: D102 - torch.optim API
+    def step(self) -> None:
+        """One update of every parameter that has a ``.grad``."""
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             params = [p for p in group["params"] if p.grad is not None]
@@ -63,10 +93,9 @@ class SharedAdam(torch.optim.Optimizer):
             torch._foreach_add_(denoms, group["eps"])
             step_sizes = [-group["lr"] / (1 - beta1**step) for step in step_values]
             torch._foreach_addcdiv_(params, exp_avgs, denoms, step_sizes)
-        return None
 
 
-class SharedRMSprop(torch.optim.Optimizer):
+class SharedRMSprop(SharedOptimizer):
     """RMSProp with the running mean of squared gradients shared by all workers ("shared RMSProp" of the
     A3C paper, Mnih et al. 2016, which found it more robust than per-worker statistics).
 
@@ -79,12 +108,13 @@ class SharedRMSprop(torch.optim.Optimizer):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps))
         for group in self.param_groups:
             for p in group["params"]:
-                state = self.state[p]
+                state = self.state[p] = {}
                 state["step"] = torch.zeros((), dtype=torch.float64).share_memory_()
                 state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format).share_memory_()
 
     @torch.no_grad()
-    def step(self, closure=None):  # noqa: D102 - torch.optim API
+    def step(self) -> None:
+        """One update of every parameter that has a ``.grad``."""
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -94,10 +124,9 @@ class SharedRMSprop(torch.optim.Optimizer):
                 square_avg = state["square_avg"]
                 square_avg.mul_(group["alpha"]).addcmul_(p.grad, p.grad, value=1 - group["alpha"])
                 p.addcdiv_(p.grad, square_avg.sqrt().add_(group["eps"]), value=-group["lr"])
-        return None
 
 
-def make_optimizer(name: str, params: Iterable[nn.Parameter], lr: float, eps: float) -> torch.optim.Optimizer:
+def make_optimizer(name: str, params: Iterable[torch.Tensor], lr: float, eps: float) -> SharedOptimizer:
     """The shared optimizer called ``name`` ("adam" or "rmsprop")."""
     if name == "adam":
         return SharedAdam(params, lr=lr, eps=eps)
@@ -106,7 +135,7 @@ def make_optimizer(name: str, params: Iterable[nn.Parameter], lr: float, eps: fl
     raise ValueError(f"optimizer: {name!r} is not one of adam, rmsprop")
 
 
-def shared_tensors(model: nn.Module, optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+def shared_tensors(model: nn.Module, optimizer: SharedOptimizer) -> list[torch.Tensor]:
     """Every tensor that must be in shared memory: parameters and optimizer state."""
     tensors = list(model.parameters())
     for state in optimizer.state.values():
@@ -114,7 +143,7 @@ def shared_tensors(model: nn.Module, optimizer: torch.optim.Optimizer) -> list[t
     return tensors
 
 
-def assert_shared(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+def assert_shared(model: nn.Module, optimizer: SharedOptimizer) -> None:
     """Raise if any parameter or optimizer-state tensor is not in shared memory (asserted, not assumed)."""
     private = [t.shape for t in shared_tensors(model, optimizer) if not t.is_shared()]
     if private:

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.multiprocessing as mp
 
 from a3c.config import Config
+from a3c.context import child_context
 from a3c.evaluator import Evaluator, evaluator_main
-from a3c.learner import Learner, build_model
+from a3c.learner import Learner, build_shared
 from a3c.metrics import MetricsWindow
 from a3c.progress import Progress
 from a3c.records import ErrorRecord, EvalRecord, MetricsRecord
@@ -34,7 +34,7 @@ from a3c.runs import (
     save_checkpoint,
     write_json,
 )
-from a3c.shared import Counters, Heartbeats, StopReason, StopSignal, assert_shared, make_optimizer
+from a3c.shared import Counters, Heartbeats, StopReason, StopSignal, assert_shared
 from a3c.supervisor import ChildSpec, Supervisor
 from a3c.tensorboard import TensorBoardLog
 from a3c.worker import run_learner, worker_main
@@ -135,6 +135,7 @@ class RunMonitor:
             "env_id": self.config.env_id,
             "solved": self.solved_at is not None,
             "target_return": self.config.target_return,
+            "start_unix": round(self.start_time, 3),  # the Unix time wall_time and time_to_solve_s count from
             "time_to_solve_s": None if self.solved_at is None else self.solved_at[0],
             "steps_to_solve": None if self.solved_at is None else self.solved_at[1],
             "total_steps": total,
@@ -189,12 +190,9 @@ class Trainer:
         self.serial = serial
         torch.set_num_threads(1)  # DESIGN invariant 3: measured 10x slower on 2 cores without it
         torch.manual_seed(config.seed)
-        self.model = build_model(config, info.obs_dim, info.n_actions)
-        self.model.share_memory()
-        # The optimizer's state is created eagerly here, in shared memory, before any child starts.
-        self.optimizer = make_optimizer(
-            config.optimizer, self.model.parameters(), config.lr, config.optimizer_eps
-        )
+        # All parameters are views into one flat shared buffer that the optimizer steps (a3c/flat.py); its
+        # state is created eagerly, in shared memory, before any child starts.
+        self.model, self.optimizer = build_shared(config, info.obs_dim, info.n_actions)
         source = str(run_dir / "checkpoints" / "last.pt")
         if resume is not None:  # restore in place, before anything is written to the run dir
             restore_model(self.model, resume["model_state"], source)
@@ -425,7 +423,7 @@ class Trainer:
 
     def _run_spawned(self) -> None:
         self.supervisor = supervisor = Supervisor(
-            mp.get_context("spawn"),
+            child_context(),
             self._child_specs(),
             self.heartbeats,
             self.monitor.handle,

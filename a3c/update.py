@@ -5,78 +5,83 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from torch import nn
 
-from a3c.losses import LossTerms, actor_critic_loss, clip_grad_norm
+from a3c.flat import clip_flat_grad
+from a3c.losses import LossTerms, actor_critic_loss
 from a3c.model import ActorCritic
 from a3c.returns import gae
 from a3c.rollout import Segment
 
 
+def segment_batch(seg: Segment) -> np.ndarray:
+    """Every observation the update of ``seg`` needs, as one batch [T*B + B + M, D] float32: the T×B
+    observations, the B observations after the last step (bootstrap values) and the M final observations
+    of truncated steps (their bootstrap values, DESIGN invariant 4), in that order."""
+    steps, num_envs, obs_dim = seg.obs.shape
+    trunc_t, trunc_b = seg.truncated.nonzero()
+    return np.concatenate(
+        [seg.obs.reshape(steps * num_envs, obs_dim), seg.next_obs, seg.final_obs[trunc_t, trunc_b]]
+    )
+
+
+def segment_targets(
+    seg: Segment, batch_values: np.ndarray, gamma: float, gae_lambda: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(advantages, returns), each [T, B], from the values [T*B + B + M] of ``segment_batch(seg)``."""
+    steps, num_envs = seg.rewards.shape
+    n = steps * num_envs
+    values = batch_values[:n].reshape(steps, num_envs)
+    next_values = np.empty_like(values)
+    next_values[:-1] = values[1:]
+    next_values[-1] = batch_values[n : n + num_envs]
+    trunc_t, trunc_b = seg.truncated.nonzero()
+    if len(trunc_t):
+        next_values[trunc_t, trunc_b] = batch_values[n + num_envs :]
+    return gae(seg.rewards, values, next_values, seg.terminated, seg.truncated, gamma, gae_lambda)
+
+
 def segment_loss(
     model: ActorCritic, seg: Segment, gamma: float, gae_lambda: float, value_coef: float, entropy_coef: float
 ) -> LossTerms:
-    """The actor-critic loss of ``seg`` from ONE batched forward over every observation it needs.
-
-    That batch is the T×B observations, the B observations after the last step (bootstrap values) and the
-    final observations of truncated steps (their bootstrap values, DESIGN invariant 4).
-    """
-    steps, num_envs, obs_dim = seg.obs.shape
-    n = steps * num_envs
-    trunc_t, trunc_b = seg.truncated.nonzero()
-    batch = torch.from_numpy(
-        np.concatenate([seg.obs.reshape(n, obs_dim), seg.next_obs, seg.final_obs[trunc_t, trunc_b]])
-    )
-    logits, all_values = model(batch)
-    values = all_values[:n].view(steps, num_envs)
-    with torch.no_grad():
-        next_values = torch.cat([values[1:], all_values[n : n + num_envs].unsqueeze(0)])
-        if len(trunc_t):
-            next_values[trunc_t, trunc_b] = all_values[n + num_envs :]
-        advantages, returns = gae(
-            torch.from_numpy(seg.rewards),
-            values.detach(),
-            next_values,
-            torch.from_numpy(seg.terminated),
-            torch.from_numpy(seg.truncated),
-            gamma,
-            gae_lambda,
-        )
+    """The actor-critic loss of ``seg`` from ONE batched forward over ``segment_batch(seg)``."""
+    n = seg.rewards.size
+    logits, all_values = model(torch.from_numpy(segment_batch(seg)))
+    # The targets need no gradient: GAE runs in numpy on the detached values.
+    advantages, returns = segment_targets(seg, all_values.detach().numpy(), gamma, gae_lambda)
     return actor_critic_loss(
         logits[:n],
-        values.reshape(n),
+        all_values[:n],
         torch.from_numpy(seg.actions.reshape(n)),
-        advantages.reshape(n),
-        returns.reshape(n),
+        torch.from_numpy(advantages.reshape(n)),
+        torch.from_numpy(returns.reshape(n)),
         value_coef,
         entropy_coef,
     )
 
 
-def compute_gradients(local_model: nn.Module, loss: torch.Tensor, max_grad_norm: float) -> float:
-    """Fresh gradients of ``loss`` on the local model, clipped; returns the norm before clipping.
+def compute_gradients(loss: torch.Tensor, flat_grad: torch.Tensor, max_grad_norm: float) -> float:
+    """The gradient of ``loss`` into ``flat_grad`` (the local model's gradient buffer, ``attach_flat_grad``),
+    clipped; returns the norm before clipping.
 
-    ``zero_grad(set_to_none=True)`` (PyTorch 2.x's default) means every backward makes new grad tensors,
-    which is why ``hand_off_gradients`` must run after every backward, not once.
+    The buffer is zeroed in place, not set to None, so the parameters' ``.grad`` views stay views of it.
     """
-    local_model.zero_grad(set_to_none=True)
+    flat_grad.zero_()
     loss.backward()
-    return clip_grad_norm(local_model.parameters(), max_grad_norm)
+    return clip_flat_grad(flat_grad, max_grad_norm)
 
 
-def hand_off_gradients(local_model: nn.Module, shared_model: nn.Module) -> None:
-    """Point each shared parameter's ``.grad`` at this update's local gradient.
+def hand_off_gradients(flat_grad: torch.Tensor, shared_flat: torch.Tensor) -> None:
+    """Point the shared flat parameter's ``.grad`` at this update's local gradient, before each step.
 
-    Done on every update. The popular "alias once if shared.grad is None" trick breaks on PyTorch 2.x: the
-    local grads are replaced by new tensors after each ``zero_grad``, so the shared side keeps the first
-    (stale) gradient forever, or, without set_to_none, a running sum of all of them.
+    Done on every update. The popular "alias once if shared.grad is None" trick breaks on PyTorch 2.x:
+    ``zero_grad`` sets local grads to None, so the shared side keeps the first (stale) gradient forever,
+    or, without set_to_none, a running sum of all of them. Here the local gradient is one buffer zeroed in
+    place, and the hand-off is explicit each time anyway.
     """
-    for local, shared in zip(local_model.parameters(), shared_model.parameters(), strict=True):
-        shared.grad = local.grad
+    shared_flat.grad = flat_grad
 
 
 @torch.no_grad()
-def pull_weights(local_model: nn.Module, shared_model: nn.Module) -> None:
-    """Copy the shared parameters into the local model, in place."""
-    for local, shared in zip(local_model.parameters(), shared_model.parameters(), strict=True):
-        local.copy_(shared)
+def pull_weights(local_flat: torch.Tensor, shared_flat: torch.Tensor) -> None:
+    """Copy the shared parameters into the local model's flat buffer, in place (one op)."""
+    local_flat.copy_(shared_flat)

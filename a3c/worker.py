@@ -9,15 +9,13 @@ import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
-import torch
-
 from a3c.child import ChildGuard, format_error
 from a3c.config import Config
 from a3c.learner import Learner
 from a3c.metrics import MetricsWindow
 from a3c.model import ActorCritic
 from a3c.records import EpisodeRecord, ErrorRecord, MetricsRecord
-from a3c.shared import Counters, Heartbeats, StopReason, StopSignal
+from a3c.shared import Counters, Heartbeats, SharedOptimizer, StopReason, StopSignal
 
 
 def run_learner(
@@ -54,13 +52,16 @@ def run_learner(
             )
         if max_steps is not None and global_step >= max_steps:
             stop.stop(StopReason.MAX_STEPS)
+    if metrics.lags:  # the last, partial window: a short run still gets its metrics
+        wall_time = round(time.time() - start_time, 3)
+        emit(metrics.record(wall_time, counters.total_steps, learner.optimizer.param_groups[0]["lr"]))
 
 
 def worker_main(
     worker_id: int,
     config: Config,
     shared_model: ActorCritic,
-    optimizer: torch.optim.Optimizer,
+    optimizer: SharedOptimizer,
     counters: Counters,
     stop: StopSignal,
     heartbeats: Heartbeats,

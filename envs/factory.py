@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from functools import partial
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode
+
+from envs.serial import SerialVectorEnv
 
 
 class EnvSetupError(ValueError):
@@ -91,16 +93,26 @@ def inspect_env(env_id: str) -> EnvInfo:
 
 
 def make_vector_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
-    """K copies of ``env_id`` stepped as one batch, in this process.
+    """K copies of ``env_id`` stepped as one batch, in this process (``SerialVectorEnv``).
 
     Autoreset is SAME_STEP: when a sub-env ends, ``step`` already returns its reset observation and
     puts the real last observation in ``info["final_obs"]`` (masked by ``info["_final_obs"]``), which a
     truncated step needs for its bootstrap value. Seed it with ``reset(seed=s)``: env i gets ``s + i``.
+    The arrays it returns are overwritten by its next step: callers copy them into their own buffers.
     """
-    return gym.make_vec(
-        env_id,
-        num_envs=num_envs,
-        vectorization_mode="sync",
-        # copy=False: callers copy each observation into their own buffers before the next step.
-        vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP, "copy": False},
-    )
+    return SerialVectorEnv([partial(make_env, env_id)] * num_envs)
+
+
+def make_eval_vector_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+    """K copies of ``env_id`` for greedy evaluation episodes: the env's own numpy-vectorised implementation
+    when it registers one (CartPole-v1's steps 100 envs in ~170 µs, ~10x faster than 100 Python envs),
+    else ``make_vector_env``. Its autoreset mode may be NEXT_STEP: callers play one episode per env and
+    stop counting an env at its first end, so either mode gives the same episodes' returns.
+    """
+    spec = gym.spec(env_id) if ":" not in env_id else None
+    if spec is not None and spec.vector_entry_point is not None:
+        try:
+            return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
+        except Exception:  # noqa: BLE001 - a vector entry point that cannot be made: the serial envs work
+            pass
+    return make_vector_env(env_id, num_envs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from a3c.flat import flat_view
 from a3c.shared import Counters, StopReason, StopSignal
 
 
@@ -26,13 +27,15 @@ def mutate_shared_state(
     for i, state in enumerate(optimizer.state.values()):
         for key, value in state.items():
             assert value.is_shared(), f"optimizer state {key} of parameter {i} is not shared in the child"
-    # The optimizer must step the very parameter objects of the model that arrived with it.
+    # The optimizer must step the very memory of the model that arrived with it: its one flat buffer.
+    flat = flat_view(model)
     opt_params = [p for group in optimizer.param_groups for p in group["params"]]
-    assert len(opt_params) == len(params) and all(a is b for a, b in zip(opt_params, params, strict=True))
+    assert len(opt_params) == 1 and opt_params[0].data_ptr() == flat.data_ptr(), (
+        "optimizer steps other memory"
+    )
     assert counters.steps.is_shared() and counters.updates.is_shared()
 
-    for p in params:
-        p.grad = torch.full_like(p, grad_value)
+    opt_params[0].grad = torch.full_like(flat, grad_value)
     optimizer.step()
     for state in optimizer.state.values():
         assert float(state["step"]) == 1.0

@@ -176,11 +176,12 @@ def data_rows(path: Path) -> int:
 
 
 def spawned_children(pid: int) -> set[int]:
-    """The trainer's spawned workers and evaluator (not multiprocessing's resource tracker)."""
+    """The trainer's workers and evaluator: its descendants named ``a3c-worker-N`` / ``a3c-evaluator`` (they
+    are forks of the forkserver below the trainer; not the forkserver itself or the resource tracker)."""
     found = set()
     for child in descendants(pid):
         try:
-            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+            if Path(f"/proc/{child}/comm").read_text().startswith("a3c-"):
                 found.add(child)
         except OSError:
             continue

@@ -95,3 +95,38 @@ def test_vector_env_same_step_reports_final_obs():
         assert np.all(rewards == 1.0)
     finally:
         envs.close()
+
+
+def test_serial_vector_env_matches_gymnasium_sync_vector_env():
+    # Same envs, seeds and actions, with episodes that both terminate and hit a short time limit: every
+    # step's arrays and every final observation agree with gymnasium's own SAME_STEP implementation.
+    from functools import partial
+
+    import gymnasium as gym
+    from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    from envs.serial import SerialVectorEnv
+
+    fns = [partial(gym.make, "CartPole-v1", max_episode_steps=12)] * 3
+    ours = SerialVectorEnv(fns)
+    theirs = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    rng = np.random.default_rng(0)
+    try:
+        np.testing.assert_array_equal(ours.reset(seed=5)[0], theirs.reset(seed=5)[0])
+        ends = {"terminated": 0, "truncated": 0}
+        for _ in range(150):
+            actions = rng.integers(2, size=3)
+            a, b = ours.step(actions), theirs.step(actions)
+            for x, y in zip(a[:4], b[:4], strict=True):
+                np.testing.assert_array_equal(x, y)
+            assert ("final_obs" in a[4]) == ("final_obs" in b[4])
+            if "final_obs" in b[4]:
+                np.testing.assert_array_equal(a[4]["_final_obs"], b[4]["_final_obs"])
+                for i in np.flatnonzero(b[4]["_final_obs"]):
+                    np.testing.assert_array_equal(a[4]["final_obs"][i], b[4]["final_obs"][i])
+            ends["terminated"] += int(a[2].sum())
+            ends["truncated"] += int(a[3].sum())
+        assert ends["terminated"] > 0 and ends["truncated"] > 0, ends
+    finally:
+        ours.close()
+        theirs.close()

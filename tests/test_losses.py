@@ -1,4 +1,4 @@
-"""The actor-critic loss terms against torch.distributions, and gradient-norm clipping."""
+"""The actor-critic loss terms against torch.distributions."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from torch.distributions import Categorical
 from a3c.losses import (
     actor_critic_loss,
     categorical_entropy,
-    clip_grad_norm,
     policy_gradient_loss,
     value_loss,
 )
@@ -97,53 +96,3 @@ def test_single_terms_by_hand():
     ).item() == pytest.approx(-0.5)
     # vl: mean((1-3)^2, (2-2)^2) = (4 + 0)/2 = 2
     assert value_loss(torch.tensor([1.0, 2.0]), torch.tensor([3.0, 2.0])).item() == pytest.approx(2.0)
-
-
-# -- clip_grad_norm ------------------------------------------------------------------------------------------
-
-
-def params_with_grads():
-    # Global norm: sqrt(3^2 + 4^2 + 12^2) = sqrt(169) = 13.
-    a = torch.nn.Parameter(torch.zeros(2))
-    b = torch.nn.Parameter(torch.zeros(1, 1))
-    a.grad = torch.tensor([3.0, 4.0])
-    b.grad = torch.tensor([[12.0]])
-    return [a, b]
-
-
-def global_norm(params):
-    return math.sqrt(sum(float((p.grad**2).sum()) for p in params))
-
-
-def test_clip_returns_pre_clip_norm_and_clips_to_max_norm():
-    params = params_with_grads()
-    norm = clip_grad_norm(params, max_norm=1.3)
-    assert isinstance(norm, float)
-    assert norm == pytest.approx(13.0)
-    assert global_norm(params) == pytest.approx(1.3, rel=1e-5)
-    # Direction kept: every component scaled by 1.3/13 = 0.1.
-    torch.testing.assert_close(params[0].grad, torch.tensor([0.3, 0.4]), rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(params[1].grad, torch.tensor([[1.2]]), rtol=1e-5, atol=1e-6)
-
-
-def test_clip_below_max_norm_is_untouched():
-    params = params_with_grads()
-    assert clip_grad_norm(params, max_norm=20.0) == pytest.approx(13.0)
-    torch.testing.assert_close(params[0].grad, torch.tensor([3.0, 4.0]))
-    torch.testing.assert_close(params[1].grad, torch.tensor([[12.0]]))
-
-
-@pytest.mark.parametrize("max_norm", [0.0, -1.0])
-def test_non_positive_max_norm_disables_clipping(max_norm):
-    params = params_with_grads()
-    assert clip_grad_norm(params, max_norm=max_norm) == pytest.approx(13.0)
-    torch.testing.assert_close(params[0].grad, torch.tensor([3.0, 4.0]))
-    torch.testing.assert_close(params[1].grad, torch.tensor([[12.0]]))
-
-
-def test_clip_accepts_a_generator_of_parameters():
-    model = torch.nn.Linear(3, 2)
-    for p in model.parameters():
-        p.grad = torch.full_like(p, 2.0)  # 8 entries of 2: norm sqrt(8 * 4) = sqrt(32)
-    assert clip_grad_norm(model.parameters(), 1.0) == pytest.approx(math.sqrt(32))
-    assert global_norm(list(model.parameters())) == pytest.approx(1.0, rel=1e-5)

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from a3c.flat import attach_flat_grad, flatten_parameters
 from a3c.shared import (
     Counters,
     SharedAdam,
@@ -210,11 +211,24 @@ def test_stop_reason_budget_kinds():
 K = 5
 
 
-def broken_hand_off(local_model: nn.Module, shared_model: nn.Module) -> None:
-    """The popular pre-2.x trick: alias the local grad once. With set_to_none it keeps the FIRST gradient."""
-    for local, shared in zip(local_model.parameters(), shared_model.parameters(), strict=True):
-        if shared.grad is None:
-            shared.grad = local.grad
+def popular_repo_loop(make_opt, grads) -> nn.Module:
+    """The popular pre-2.x worker loop, per parameter: zero_grad (set_to_none, PyTorch 2.x's default),
+    backward, alias the local grad into the shared model ONCE, step. It keeps the FIRST gradient forever."""
+    shared = make_model()
+    shared.share_memory()
+    local = copy.deepcopy(shared)
+    opt = make_opt(shared.parameters())
+    for g_k in grads:
+        local.zero_grad(set_to_none=True)
+        sum((p * g).sum() for p, g in zip(local.parameters(), g_k, strict=True)).backward()
+        for p_local, p_shared in zip(local.parameters(), shared.parameters(), strict=True):
+            if p_shared.grad is None:
+                p_shared.grad = p_local.grad
+        opt.step()
+        with torch.no_grad():
+            for p_local, p_shared in zip(local.parameters(), shared.parameters(), strict=True):
+                p_local.copy_(p_shared)
+    return shared
 
 
 OPTIMIZER_KINDS = {
@@ -223,21 +237,28 @@ OPTIMIZER_KINDS = {
 }
 
 
-def train_with_hand_off(hand_off, make_opt, grads) -> tuple[nn.Module, nn.Module]:
-    """The worker loop: fresh local grads (PyTorch 2.x pattern), hand-off, shared step, weight pull."""
+def flat_pair() -> tuple[nn.Module, torch.Tensor, nn.Module, torch.Tensor, torch.Tensor]:
+    """A shared model on one flat shared buffer and its local copy with its own flat buffer and gradient,
+    laid out as the trainer and the Learner do: (shared, shared_flat, local, local_flat, local_grad)."""
     shared = make_model()
-    shared.share_memory()
+    shared_flat = flatten_parameters(shared, shared=True)
     local = copy.deepcopy(shared)
-    opt = make_opt(shared.parameters())
+    local_flat = flatten_parameters(local)
+    return shared, shared_flat, local, local_flat, attach_flat_grad(local, local_flat)
+
+
+def train_with_hand_off(make_opt, grads) -> tuple[nn.Module, nn.Module]:
+    """Our worker loop: gradient into the local flat buffer, hand-off, shared step, weight pull."""
+    shared, shared_flat, local, local_flat, local_grad = flat_pair()
+    opt = make_opt([shared_flat])
     for g_k in grads:
-        local.zero_grad(set_to_none=True)
         loss = sum((p * g).sum() for p, g in zip(local.parameters(), g_k, strict=True))
-        loss.backward()  # so local grad == g_k exactly
+        compute_gradients(loss, local_grad, max_grad_norm=0.0)  # so local grad == g_k exactly
         for p, g in zip(local.parameters(), g_k, strict=True):
             assert torch.equal(p.grad, g)
-        hand_off(local, shared)
+        hand_off_gradients(local_grad, shared_flat)
         opt.step()
-        pull_weights(local, shared)
+        pull_weights(local_flat, shared_flat)
     return shared, local
 
 
@@ -254,7 +275,7 @@ def reference_training(make_opt, grads) -> nn.Module:
 def test_hand_off_applies_every_gradient_in_sequence(kind):
     make_opt = OPTIMIZER_KINDS[kind]
     grads = random_grads(make_model(), K, seed=3)
-    shared, local = train_with_hand_off(hand_off_gradients, make_opt, grads)
+    shared, local = train_with_hand_off(make_opt, grads)
     reference = reference_training(make_opt, grads)
     assert_params_close(shared, reference)
     assert_params_close(local, shared, atol=0)  # pull_weights copied the shared weights
@@ -264,52 +285,45 @@ def test_hand_off_applies_every_gradient_in_sequence(kind):
 
 
 @pytest.mark.parametrize("kind", list(OPTIMIZER_KINDS))
-def test_broken_alias_once_pattern_is_caught(kind):
-    # Same loop with the alias-once trick: the shared side keeps stepping with the stale g_1, so the result
-    # differs from the reference: what test_hand_off_applies_every_gradient_in_sequence guards against.
+def test_popular_alias_once_pattern_is_stale_on_pytorch_2(kind):
+    # What the test above guards against: the popular loop steps with the stale g_1 every time.
     make_opt = OPTIMIZER_KINDS[kind]
     grads = random_grads(make_model(), K, seed=3)
-    shared, _ = train_with_hand_off(broken_hand_off, make_opt, grads)
-    reference = reference_training(make_opt, grads)
+    shared = popular_repo_loop(make_opt, grads)
     with pytest.raises(AssertionError):
-        assert_params_close(shared, reference)
-    stale = reference_training(make_opt, [grads[0]] * K)  # exactly g_1 applied K times
-    assert_params_close(shared, stale)
+        assert_params_close(shared, reference_training(make_opt, grads))
+    assert_params_close(shared, reference_training(make_opt, [grads[0]] * K))  # exactly g_1, K times
 
 
 def test_hand_off_shares_the_current_clipped_gradient():
-    # compute_gradients (zero_grad(set_to_none) + backward + clip) then hand-off: shared.grad IS this update's
-    # clipped local gradient, on every update, not the first one.
-    shared = make_model()
-    local = copy.deepcopy(shared)
+    # compute_gradients (zero in place + backward + clip) then hand-off: the shared flat's grad IS this
+    # update's clipped local gradient, on every update, not the first one.
+    shared, shared_flat, local, _, local_grad = flat_pair()
     for k, g_k in enumerate(random_grads(shared, 3, seed=4)):
         loss = sum((p * g).sum() for p, g in zip(local.parameters(), g_k, strict=True))
-        norm = compute_gradients(local, loss, max_grad_norm=0.5)
+        norm = compute_gradients(loss, local_grad, max_grad_norm=0.5)
         full = torch.sqrt(sum((g**2).sum() for g in g_k))
         assert norm == pytest.approx(float(full), rel=1e-5)
-        hand_off_gradients(local, shared)
-        for p_local, p_shared, g in zip(local.parameters(), shared.parameters(), g_k, strict=True):
-            assert p_shared.grad is p_local.grad, f"update {k}"
-            torch.testing.assert_close(p_shared.grad, g * (0.5 / float(full)), rtol=1e-4, atol=1e-6)
+        hand_off_gradients(local_grad, shared_flat)
+        assert shared_flat.grad is local_grad, f"update {k}"
+        expected = torch.cat([g.reshape(-1) for g in g_k]) * (0.5 / float(full))
+        torch.testing.assert_close(shared_flat.grad, expected, rtol=1e-4, atol=1e-6)
 
 
 def test_hand_off_with_weight_dependent_gradients_uses_pulled_weights():
     # loss_k = ½‖θ − c_k‖² has gradient θ − c_k: evaluated at the local weights, it equals the reference only
     # if pull_weights brought the shared weights back after every step.
     targets = random_grads(make_model(), K, seed=5)
-    shared = make_model()
-    shared.share_memory()
-    local = copy.deepcopy(shared)
-    opt = SharedAdam(shared.parameters(), lr=0.05)
+    shared, shared_flat, local, local_flat, local_grad = flat_pair()
+    opt = SharedAdam([shared_flat], lr=0.05)
     reference = make_model()
     ref_opt = SharedAdam(reference.parameters(), lr=0.05)
     for c_k in targets:
-        local.zero_grad(set_to_none=True)
         loss = sum(0.5 * ((p - c) ** 2).sum() for p, c in zip(local.parameters(), c_k, strict=True))
-        loss.backward()
-        hand_off_gradients(local, shared)
+        compute_gradients(loss, local_grad, max_grad_norm=0.0)
+        hand_off_gradients(local_grad, shared_flat)
         opt.step()
-        pull_weights(local, shared)
+        pull_weights(local_flat, shared_flat)
         with torch.no_grad():
             step_with(reference, ref_opt, [p - c for p, c in zip(reference.parameters(), c_k, strict=True)])
     assert_params_close(shared, reference)
@@ -323,8 +337,8 @@ def test_hand_off_with_weight_dependent_gradients_uses_pulled_weights():
 def test_child_process_changes_are_seen_by_parent():
     grad_value, fill_value, lr = 0.25, 7.0, 0.01
     model = make_model()
-    model.share_memory()
-    opt = SharedAdam(model.parameters(), lr=lr)
+    flat = flatten_parameters(model, shared=True)  # as the trainer lays it out (build_shared)
+    opt = SharedAdam([flat], lr=lr)
     assert_shared(model, opt)
     ctx = torch.multiprocessing.get_context("spawn")
     counters = Counters(2)
@@ -360,10 +374,37 @@ def test_child_process_changes_are_seen_by_parent():
     assert_params_close(model, expected)
     torch.testing.assert_close(list(model.parameters())[-1], torch.full((3,), fill_value))
     beta1, beta2 = opt.param_groups[0]["betas"]
-    for p in model.parameters():
-        state = opt.state[p]
-        assert float(state["step"]) == 1.0
-        torch.testing.assert_close(state["exp_avg"], torch.full_like(p, (1 - beta1) * grad_value))
-        torch.testing.assert_close(state["exp_avg_sq"], torch.full_like(p, (1 - beta2) * grad_value**2))
+    state = opt.state[flat]
+    assert float(state["step"]) == 1.0
+    torch.testing.assert_close(state["exp_avg"], torch.full_like(flat, (1 - beta1) * grad_value))
+    torch.testing.assert_close(state["exp_avg_sq"], torch.full_like(flat, (1 - beta2) * grad_value**2))
     assert counters.steps.tolist() == [0, 8] and counters.total_updates == 1
     assert stop.is_set() and stop.reason is StopReason.SOLVED
+
+
+def test_state_dict_has_torch_layout():
+    model = make_model()
+    opt = SharedAdam(model.parameters(), lr=0.02)
+    sd = opt.state_dict()
+    ref = torch.optim.Adam(make_model().parameters(), lr=0.02).state_dict()
+    assert [g["params"] for g in sd["param_groups"]] == [g["params"] for g in ref["param_groups"]]
+    assert sd["param_groups"][0]["lr"] == 0.02 and sorted(sd["state"]) == list(
+        range(len(list(model.parameters())))
+    )
+    assert set(sd["state"][0]) == {"step", "exp_avg", "exp_avg_sq"}
+
+
+def test_building_the_shared_state_does_not_import_torch_dynamo():
+    # torch.optim.Optimizer.__init__ imports torch._dynamo (2.5 s here): start-up must not pay for it.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from a3c.config import Config; from a3c.learner import build_shared;"
+        "build_shared(Config(env_id='CartPole-v1').validate(), 4, 2);"
+        "print('torch._dynamo' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,298 @@
+"""``a3c bench``: time-to-solve, throughput and a per-step cost breakdown, ours against SB3 A2C, in one run.
+
+Every run is a fresh command started by this harness and timed from that start: ``python -m a3c train`` for
+ours (default preset) and ``python -m a3c.bench.sb3_peer`` for the peer. Runs alternate, ours then the peer,
+so that drift of the machine (other load, thermal state) hits both sides alike.
+
+Time to solve = the moment the run's evaluation first reached the target, minus the moment this harness
+launched the command (imports and start-up included). Ours reports its solve on ``start_unix +
+time_to_solve_s`` in summary.json; the peer stamps it in its EvalCallback. Throughput = env steps per second
+once running (after a warm-up), read from our metrics.csv and from the peer's rollout clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENV_ID = "CartPole-v1"
+TARGET = 475.0
+WARMUP_S = 2.0
+CLASSIC_T_MAX = (
+    20  # the classic A3C setting of the popular repositories: one env per worker, 20-step rollouts
+)
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What one bench run measures."""
+
+    seeds: int = 5
+    seconds: float = 20.0  # per throughput run, after the warm-up
+    reeval_episodes: int = 100
+    breakdown_seconds: float = 5.0
+
+
+def _python(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _last_json(text: str) -> dict[str, Any]:
+    lines = [line for line in text.strip().splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"no JSON result in the output:\n{text[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def _check(proc: subprocess.CompletedProcess, what: str) -> None:
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+
+
+# -- time to solve -------------------------------------------------------------------------------------------
+
+
+def ours_solve(seed: int, work: Path, reeval_episodes: int) -> dict[str, Any]:
+    """``a3c train --env CartPole-v1 --seed S`` (default preset), then its best.pt on fresh episodes."""
+    run_dir = work / f"ours-solve-{seed}"
+    launch = time.time()
+    proc = _python(
+        "-m", "a3c", "train", "--env", ENV_ID, "--seed", str(seed), "--run-dir", str(run_dir), "--quiet",
+        "--max-seconds", "120", timeout=300,
+    )  # fmt: skip
+    command_s = time.time() - launch
+    _check(proc, f"a3c train (seed {seed})")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    solved = bool(summary["solved"])
+    result = {
+        "solved": solved,
+        "time_to_solve_s": summary["start_unix"] + summary["time_to_solve_s"] - launch if solved else None,
+        "steps": summary["steps_to_solve"] if solved else summary["total_steps"],
+        "command_s": command_s,
+        "total_steps": summary["total_steps"],
+        "evaluator_cpu_s": summary["evaluator_cpu_s"],
+    }
+    evaluation = _python(
+        "-m", "a3c", "evaluate", str(run_dir), "--episodes", str(reeval_episodes),
+        "--seed", str(20_000 + seed), "--json", timeout=300,
+    )  # fmt: skip
+    _check(evaluation, f"a3c evaluate (seed {seed})")
+    result["reeval_mean"] = _last_json(evaluation.stdout)["mean_return"]
+    return result
+
+
+def peer_solve(seed: int, work: Path, reeval_episodes: int) -> dict[str, Any]:
+    """SB3 A2C, zoo settings, until its 10-episode evaluation (every 2,000 steps) reaches the target."""
+    launch = time.time()
+    proc = _python(
+        "-m", "a3c.bench.sb3_peer", "solve", "--seed", str(seed), "--launch", repr(launch),
+        "--out", str(work / f"sb3-solve-{seed}"), "--reeval-episodes", str(reeval_episodes), timeout=600,
+    )  # fmt: skip
+    _check(proc, f"sb3_peer solve (seed {seed})")
+    return _last_json(proc.stdout)
+
+
+# -- throughput ----------------------------------------------------------------------------------------------
+
+
+def ours_throughput(workers: int, envs: int, seconds: float, work: Path) -> dict[str, Any]:
+    """Env steps/s of ``a3c train`` with no target, from metrics.csv after the warm-up."""
+    t_max = ["--set", f"t_max={CLASSIC_T_MAX}"] if envs == 1 else []
+    run_dir = work / f"ours-tput-{workers}x{envs}"
+    proc = _python(
+        "-m", "a3c", "train", "--env", ENV_ID, "--workers", str(workers), "--envs-per-worker", str(envs),
+        "--set", "target_return=none", *t_max, "--max-seconds", str(seconds + WARMUP_S + 1.0),
+        "--run-dir", str(run_dir), "--quiet", timeout=seconds + 120,
+    )  # fmt: skip
+    _check(proc, f"a3c train throughput {workers}x{envs}")
+    rows = []
+    with (run_dir / "metrics.csv").open() as f:
+        header = f.readline().strip().split(",")
+        wall, step = header.index("wall_time"), header.index("global_step")
+        for line in f:
+            cells = line.strip().split(",")
+            rows.append((float(cells[wall]), int(cells[step])))
+    rows.sort()
+    counted = [r for r in rows if r[0] >= WARMUP_S]
+    (t0, s0), (t1, s1) = counted[0], counted[-1]
+    return {
+        "workers": workers,
+        "envs_per_worker": envs,
+        "t_max": CLASSIC_T_MAX if envs == 1 else None,
+        "steps": s1 - s0,
+        "seconds": t1 - t0,
+        "steps_per_s": (s1 - s0) / (t1 - t0),
+    }
+
+
+def peer_throughput(envs: int, seconds: float) -> dict[str, Any]:
+    proc = _python(
+        "-m", "a3c.bench.sb3_peer", "throughput", "--envs", str(envs), "--seconds", str(seconds),
+        "--warmup", str(WARMUP_S), timeout=seconds + 120,
+    )  # fmt: skip
+    _check(proc, f"sb3_peer throughput {envs} envs")
+    return _last_json(proc.stdout)
+
+
+# -- the whole bench -----------------------------------------------------------------------------------------
+
+
+def _stats(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"median": None, "min": None, "max": None}
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def run_bench(
+    plan: BenchPlan, out_dir: Path, log=lambda msg: print(msg, file=sys.stderr, flush=True)
+) -> dict[str, Any]:
+    """Run everything, write ``out_dir/bench-<time>.json`` and return the results (with the markdown)."""
+    from a3c.bench.breakdown import breakdown
+
+    started = time.time()
+    results: dict[str, Any] = {
+        "env_id": ENV_ID,
+        "target": TARGET,
+        "plan": plan.__dict__,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+    }
+    with tempfile.TemporaryDirectory(prefix="a3c-bench-") as tmp:
+        work = Path(tmp)
+        ours, peer = [], []
+        for seed in range(plan.seeds):
+            ours.append(ours_solve(seed, work, plan.reeval_episodes))
+            log(f"solve seed {seed}: ours {_fmt(ours[-1]['time_to_solve_s'])} s")
+            peer.append(peer_solve(seed, work, plan.reeval_episodes))
+            log(f"solve seed {seed}: sb3  {_fmt(peer[-1]['time_to_solve_s'])} s")
+        results["solve"] = {"ours": ours, "sb3": peer}
+
+        # Alternating: each of ours next to a peer run where there is one.
+        schedule = [
+            ("ours", 2, 1), ("sb3", 16, None), ("ours", 2, 8), ("sb3", 32, None), ("ours", 2, 16),
+            ("ours", 1, 1), ("ours", 1, 8), ("ours", 1, 16),
+        ]  # fmt: skip
+        throughput: dict[str, dict[str, Any]] = {}
+        for side, a, b in schedule:
+            if side == "ours":
+                throughput[f"ours_{a}x{b}"] = ours_throughput(a, b, plan.seconds, work)
+                rate = throughput[f"ours_{a}x{b}"]["steps_per_s"]
+                log(f"throughput ours {a} workers x {b} envs: {rate:,.0f} steps/s")
+            else:
+                throughput[f"sb3_{a}"] = peer_throughput(a, plan.seconds)
+                log(f"throughput sb3 {a} envs: {throughput[f'sb3_{a}']['steps_per_s']:,.0f} steps/s")
+        results["throughput"] = throughput
+
+    parts = breakdown(seconds=plan.breakdown_seconds)
+    steps = sum(r["total_steps"] for r in ours)
+    cpu = sum(r["evaluator_cpu_s"] or 0.0 for r in ours)
+    parts["evaluator_share_us"] = cpu / steps * 1e6 if steps else None
+    results["breakdown"] = parts
+    results["summary"] = summarize(results)
+    results["bench_s"] = time.time() - started
+    results["markdown"] = markdown(results)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    results["path"] = str(path)
+    return results
+
+
+def summarize(results: dict[str, Any]) -> dict[str, Any]:
+    """The headline numbers and the issue's targets, each with whether it holds."""
+    ours, peer = results["solve"]["ours"], results["solve"]["sb3"]
+    tput = results["throughput"]
+    ours_t = _stats([r["time_to_solve_s"] for r in ours if r["solved"]])
+    peer_t = _stats([r["time_to_solve_s"] for r in peer if r["solved"]])
+    ratio = ours_t["median"] / peer_t["median"] if ours_t["median"] and peer_t["median"] else None
+    vs_peer = tput["ours_2x16"]["steps_per_s"] / tput["sb3_32"]["steps_per_s"]
+    scaling = {
+        f"{k}": tput[f"ours_2x{k}"]["steps_per_s"] / (2 * tput[f"ours_1x{k}"]["steps_per_s"])
+        for k in (1, 8, 16)
+    }
+    reeval = [r["reeval_mean"] for r in ours]
+    checks = {
+        "time-to-solve median ratio ours/SB3 <= 0.5": ratio is not None and ratio <= 0.5,
+        "ours solved every seed": all(r["solved"] for r in ours),
+        "every best policy's 100-episode mean >= 475": all(m >= TARGET for m in reeval),
+        "2 workers x 16 envs >= 2.5 x SB3 with 32 envs": vs_peer >= 2.5,
+        "classic 2 workers x 1 env >= 12,000 steps/s": tput["ours_2x1"]["steps_per_s"] >= 12_000,
+        "scaling efficiency 1 -> 2 workers >= 0.85 at every throughput setting": min(scaling.values())
+        >= 0.85,
+    }
+    return {
+        "ours_time_to_solve": ours_t,
+        "sb3_time_to_solve": peer_t,
+        "ratio_ours_over_sb3": ratio,
+        "throughput_2x16_over_sb3_32": vs_peer,
+        "scaling_efficiency": scaling,
+        "checks": checks,
+    }
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    s, tput, parts = results["summary"], results["throughput"], results["breakdown"]
+    lines = [
+        f"### Time to solve {ENV_ID} (10-episode greedy mean >= {TARGET:g}), from the command's start",
+        "",
+    ]
+    lines += [
+        "| | median s | min s | max s | solved | median steps | best policy, 100 fresh episodes (min) |"
+    ]
+    lines += ["|---|---|---|---|---|---|---|"]
+    for name, key, label in (("ours", "ours", "a3c train (default preset)"), ("sb3", "sb3", "SB3 A2C (zoo)")):
+        runs = results["solve"][key]
+        t = s[f"{name}_time_to_solve"]
+        steps = statistics.median([r["steps"] for r in runs])
+        lines.append(
+            f"| {label} | {_fmt(t['median'])} | {_fmt(t['min'])} | {_fmt(t['max'])} | "
+            f"{sum(r['solved'] for r in runs)}/{len(runs)} | {steps:,.0f} | "
+            f"{_fmt(min(r['reeval_mean'] for r in runs))} |"
+        )
+    lines += ["", f"Ratio of medians, ours / SB3: **{_fmt(s['ratio_ours_over_sb3'], 2)}**", ""]
+    lines += ["### Throughput (env steps/s once running, about 20 s each, no target)", ""]
+    lines += ["| setting | 1 worker | 2 workers | scaling efficiency |", "|---|---|---|---|"]
+    for k, label in (
+        (1, f"ours, 1 env per worker (classic A3C, t_max {CLASSIC_T_MAX})"),
+        (8, "ours, 8 envs per worker"),
+        (16, "ours, 16 envs per worker"),
+    ):
+        one, two = tput[f"ours_1x{k}"]["steps_per_s"], tput[f"ours_2x{k}"]["steps_per_s"]
+        lines.append(f"| {label} | {one:,.0f} | {two:,.0f} | {s['scaling_efficiency'][str(k)]:.2f} |")
+    for k in (16, 32):
+        lines.append(f"| SB3 A2C, {k} envs (one process) | {tput[f'sb3_{k}']['steps_per_s']:,.0f} | | |")
+    lines += ["", f"Ours 2 × 16 / SB3 32 envs: **{s['throughput_2x16_over_sb3_32']:.2f}×**", ""]
+    lines += ["### Per-step cost of one worker (µs per env step, 1 worker, default preset)", ""]
+    lines += ["| part | µs/step |", "|---|---|"]
+    for key, label in (
+        ("env_step_us", "env step"),
+        ("policy_forward_us", "action selection: policy forward (numpy)"),
+        ("sampling_and_buffers_us", "action selection: Gumbel-max sampling + rollout buffers"),
+        ("loss_and_gradient_us", "update: loss + gradient (numpy, closed form)"),
+        ("clip_us", "update: gradient clip"),
+        ("optimizer_step_us", "update: shared Adam step"),
+        ("weight_pull_us", "weight pull"),
+        ("other_us", "other (metrics, bookkeeping)"),
+        ("total_us", "total, one worker"),
+        ("evaluator_share_us", "evaluator share (its CPU / all env steps, solve runs)"),
+    ):
+        lines.append(f"| {label} | {_fmt(parts.get(key), 1)} |")
+    lines += ["", "### Targets (issue 3)", ""]
+    lines += [f"- [{'x' if ok else ' '}] {name}" for name, ok in s["checks"].items()]
+    return "\n".join(lines)

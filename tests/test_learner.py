@@ -1,0 +1,60 @@
+"""A Learner's update reaches the shared model: the gradient is handed to the optimizer's own tensor."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from a3c.config import Config
+from a3c.learner import Learner, build_shared
+
+
+def learner(numpy_grad: bool = True, **overrides) -> Learner:
+    config = Config(env_id="CartPole-v1", envs_per_worker=2, t_max=5, numpy_grad=numpy_grad, **overrides)
+    torch.manual_seed(0)
+    model, optimizer = build_shared(config.validate(), 4, 2)
+    return Learner(config, model, optimizer, seed=3)
+
+
+def test_first_update_is_an_adam_step_of_the_local_gradient():
+    # Adam's first step is lr · g / (|g| + eps'), i.e. −lr · sign(g) wherever |g| ≫ eps.
+    lrn = learner(lr=1e-3, max_grad_norm=0.0)
+    before = lrn.shared_flat.clone()
+    result = lrn.update()
+    assert result.grad_norm > 0
+    moved = lrn.shared_flat - before
+    big = lrn.local_grad.abs() > 1e-5
+    assert big.sum() > 100
+    torch.testing.assert_close(moved[big], -1e-3 * lrn.local_grad[big].sign(), rtol=1e-3, atol=1e-7)
+    # The shared model's own parameters (views of the same memory) moved too.
+    assert not torch.equal(next(lrn.shared_model.parameters()).detach().reshape(-1), before[:256])
+
+
+def test_shared_weights_keep_moving_and_the_local_copy_follows():
+    lrn = learner()
+    snapshots = [lrn.shared_flat.clone()]
+    for _ in range(3):
+        lrn.update()
+        snapshots.append(lrn.shared_flat.clone())
+    for a, b in zip(snapshots, snapshots[1:], strict=False):
+        assert not torch.equal(a, b)
+    lrn.update()
+    # The local copy holds the weights pulled before the last update, i.e. the previous snapshot's step.
+    torch.testing.assert_close(lrn.local_flat, snapshots[-1], rtol=0, atol=0)
+
+
+def test_numpy_and_autograd_gradients_make_the_same_update():
+    a, b = learner(numpy_grad=True), learner(numpy_grad=False)
+    for _ in range(3):
+        ra, rb = a.update(), b.update()
+        assert ra.grad_norm == pytest.approx(rb.grad_norm, rel=1e-4)
+        assert ra.policy_loss == pytest.approx(rb.policy_loss, rel=1e-4, abs=1e-6)
+    torch.testing.assert_close(a.shared_flat, b.shared_flat, rtol=1e-4, atol=1e-6)
+
+
+def test_optimizer_over_other_memory_is_refused():
+    config = Config(env_id="CartPole-v1").validate()
+    model, _ = build_shared(config, 4, 2)
+    _, other = build_shared(config, 4, 2)
+    with pytest.raises(ValueError, match="flat buffer"):
+        Learner(config, model, other, seed=0)
