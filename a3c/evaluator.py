@@ -204,13 +204,13 @@ class Evaluator:
         self.log.close()
 
 
-def next_wait(eval_seconds: float, config: Config) -> float:
-    """Seconds to wait after an evaluation that took ``eval_seconds``: at least ``eval_interval``, and long
-    enough that evaluating takes at most ``eval_cpu_share`` of the evaluator's time. Short evaluations (a
-    cheap env, a policy that fails fast) come often and see a solve promptly; long ones (500-step CartPole
-    episodes) back off instead of taking a worker's core."""
+def next_wait(eval_cpu_s: float, config: Config) -> float:
+    """Seconds to wait after an evaluation that used ``eval_cpu_s`` of CPU: at least ``eval_interval``, and
+    long enough that the evaluator uses at most ``eval_cpu_share`` of a core. Cheap evaluations (a fast env,
+    a policy that fails fast) come often and see a solve promptly; costly ones back off instead of taking a
+    worker's core. CPU time, not wall time: on a busy machine an evaluation's wall time is mostly waiting."""
     share = config.eval_cpu_share
-    return max(config.eval_interval, eval_seconds * (1.0 - share) / share)
+    return max(config.eval_interval, eval_cpu_s * (1.0 - share) / share)
 
 
 def evaluator_main(
@@ -245,9 +245,9 @@ def evaluator_main(
             if remaining > 0:
                 time.sleep(min(StopSignal.POLL_S, remaining))  # an idle evaluator costs the workers nothing
                 continue
-            started = time.monotonic()
+            cpu_before = time.process_time()
             record = evaluator.evaluate(cut_short)
-            next_eval = time.monotonic() + next_wait(time.monotonic() - started, config)
+            next_eval = time.monotonic() + next_wait(time.process_time() - cpu_before, config)
             if record is not None:
                 conn.send(record)
                 if record.solved:

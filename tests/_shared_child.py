@@ -43,3 +43,21 @@ def mutate_shared_state(
         params[-1].fill_(fill_value)
     counters.add(1, 8)
     stop.stop(StopReason.SOLVED)
+
+
+def report_threads(conn) -> None:
+    """Send back what a child of the forkserver sees: its BLAS/OpenMP thread settings and torch's threads."""
+    import os
+
+    from a3c.child import ChildGuard
+    from a3c.shared import Heartbeats
+
+    ChildGuard(Heartbeats(1), 0, "a3c-test-child")
+    conn.send(
+        {
+            "env": {
+                k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+            },
+            "torch_threads": torch.get_num_threads(),
+        }
+    )

@@ -6,6 +6,8 @@ timed by wrapping its collaborators for the duration of the measurement only.
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -89,3 +91,7 @@ def breakdown(env_id: str = "CartPole-v1", seconds: float = 5.0, warmup_updates:
         k: getattr(config, k) for k in ("envs_per_worker", "t_max", "hidden_sizes", "numpy_grad")
     }
     return parts
+
+
+if __name__ == "__main__":  # the harness runs it as its own process, with a worker's one-thread settings
+    print(json.dumps(breakdown(seconds=float(sys.argv[1]) if len(sys.argv) > 1 else 5.0)))

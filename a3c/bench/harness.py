@@ -42,8 +42,8 @@ class BenchPlan:
     breakdown_seconds: float = 5.0
 
 
-def _python(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout)
+def _python(*args: str, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def _last_json(text: str) -> dict[str, Any]:
@@ -143,6 +143,17 @@ def peer_throughput(envs: int, seconds: float) -> dict[str, Any]:
     return _last_json(proc.stdout)
 
 
+def breakdown(seconds: float) -> dict[str, Any]:
+    """a3c.bench.breakdown in a process of its own, with the one-thread settings a worker has."""
+    from a3c.context import ONE_THREAD
+
+    proc = _python(
+        "-m", "a3c.bench.breakdown", str(seconds), timeout=seconds + 120, env={**os.environ, **ONE_THREAD}
+    )  # fmt: skip
+    _check(proc, "a3c.bench.breakdown")
+    return _last_json(proc.stdout)
+
+
 # -- the whole bench -----------------------------------------------------------------------------------------
 
 
@@ -156,8 +167,6 @@ def run_bench(
     plan: BenchPlan, out_dir: Path, log=lambda msg: print(msg, file=sys.stderr, flush=True)
 ) -> dict[str, Any]:
     """Run everything, write ``out_dir/bench-<time>.json`` and return the results (with the markdown)."""
-    from a3c.bench.breakdown import breakdown
-
     started = time.time()
     results: dict[str, Any] = {
         "env_id": ENV_ID,
@@ -195,7 +204,7 @@ def run_bench(
                 log(f"throughput sb3 {a} envs: {throughput[f'sb3_{a}']['steps_per_s']:,.0f} steps/s")
         results["throughput"] = throughput
 
-    parts = breakdown(seconds=plan.breakdown_seconds)
+    parts = breakdown(plan.breakdown_seconds)
     steps = sum(r["total_steps"] for r in ours)
     cpu = sum(r["evaluator_cpu_s"] or 0.0 for r in ours)
     parts["evaluator_share_us"] = cpu / steps * 1e6 if steps else None
