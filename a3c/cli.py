@@ -202,9 +202,7 @@ def _resume_config(run_dir: Path, env_id: str | None, options: dict, overrides: 
 @cli.command()
 @click.argument("target", type=click.Path(path_type=Path), metavar="RUN_DIR|CHECKPOINT")
 @click.option("--episodes", type=int, default=10, help="Greedy episodes to play.")
-@click.option(
-    "--seed", type=int, default=12345, help="Seed of the evaluation episodes (episode i gets seed + i)."
-)
+@click.option("--seed", type=int, default=12345, help="Seed of the evaluation episodes.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
     """Play greedy episodes with a checkpoint (a run dir: its checkpoints/best.pt) and report the return."""
@@ -253,7 +251,8 @@ def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
     show_default=True,
     help="Folder for the JSON results.",
 )
-def bench(seeds: int, seconds: float, out: Path) -> None:
+@click.option("--repeats", type=int, default=2, show_default=True, help="Runs of each throughput setting.")
+def bench(seeds: int, seconds: float, out: Path, repeats: int) -> None:
     """Ours against Stable-Baselines3 A2C on CartPole-v1, side by side: time to solve, throughput, and where
     one worker's time goes. Prints a markdown table; writes JSON under OUT. Needs the `bench` extra."""
     try:
@@ -267,9 +266,11 @@ def bench(seeds: int, seconds: float, out: Path) -> None:
         raise BadInput(f"--seeds: {seeds} is not allowed; expected an integer >= 1")
     if not seconds > 0:
         raise BadInput(f"--seconds: {seconds} is not allowed; expected a number > 0")
+    if repeats < 1:
+        raise BadInput(f"--repeats: {repeats} is not allowed; expected an integer >= 1")
     from a3c.bench.harness import BenchPlan, run_bench
 
-    results = run_bench(BenchPlan(seeds=seeds, seconds=seconds), out)
+    results = run_bench(BenchPlan(seeds=seeds, seconds=seconds, repeats=repeats), out)
     click.echo(results["markdown"])
     click.echo(f"\nJSON: {results['path']}  ({results['bench_s']:.0f} s)")
 

@@ -54,7 +54,7 @@ class Config:
     )
     eval_interval: float = field(default=2.0, metadata={"help": "minimum seconds between evaluations"})
     eval_cpu_share: float = field(
-        default=0.1,
+        default=0.05,
         metadata={"help": "at most this share of the evaluator's time is spent evaluating, in (0, 1]"},
     )
     eval_episodes: int = field(default=10, metadata={"help": "greedy episodes per evaluation"})

@@ -35,8 +35,9 @@ def play_greedy(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Play one greedy (argmax) episode in each env of ``envs`` at once.
 
-    Env i is seeded ``seed + i``. Returns (returns [num_envs], lengths [num_envs]); on ``should_stop``
-    (checked every step) it returns early with the partial episodes.
+    ``envs.reset(seed=seed)`` seeds the episodes (env i gets ``seed + i`` in a serial vector env; a native
+    vector env seeds one generator for all). Returns (returns [num_envs], lengths [num_envs]); on
+    ``should_stop`` (checked every step) it returns early with the partial episodes.
     """
     obs, _ = envs.reset(seed=seed)
     returns = np.zeros(envs.num_envs, np.float64)
@@ -76,7 +77,7 @@ def load_policy(target: Path) -> tuple[Path, Config, ActorCritic]:
 
 
 def play_policy(model: ActorCritic, env_id: str, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``episodes`` greedy episodes of ``model`` on fresh envs (episode i seeded ``seed + i``)."""
+    """``episodes`` greedy episodes of ``model`` on fresh envs seeded from ``seed``."""
     envs = make_eval_vector_env(env_id, episodes)
     try:
         return play_greedy(model, envs, seed)

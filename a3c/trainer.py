@@ -261,12 +261,20 @@ class Trainer:
 
     def _check_finite(self) -> None:
         """NaN/inf in the shared weights ends the run; the last (good) checkpoint is then not overwritten."""
-        if self.params_finite and not all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
+        if not self.params_finite:
+            return
+        bad = {
+            name: int((~torch.isfinite(p)).sum())
+            for name, p in self.model.named_parameters()
+            if not bool(torch.isfinite(p).all())
+        }
+        if bad:
             self.params_finite = False
+            where = ", ".join(f"{name} ({count} values)" for name, count in bad.items())
             self.monitor.errors.append(
                 ErrorRecord(
                     "trainer",
-                    "the shared parameters became non-finite (NaN or inf); training stopped and "
+                    f"the shared parameters became non-finite (NaN or inf) in {where}; training stopped and "
                     "checkpoints/last.pt was left as the last good checkpoint (try a lower lr)",
                 )
             )

@@ -38,6 +38,7 @@ class BenchPlan:
 
     seeds: int = 5
     seconds: float = 20.0  # per throughput run, after the warm-up
+    repeats: int = 2  # runs of each throughput setting (their mean is reported)
     reeval_episodes: int = 100
     breakdown_seconds: float = 5.0
 
@@ -188,20 +189,27 @@ def run_bench(
             log(f"solve seed {seed}: sb3  {_fmt(peer[-1]['time_to_solve_s'])} s")
         results["solve"] = {"ours": ours, "sb3": peer}
 
-        # Alternating: each of ours next to a peer run where there is one.
+        # Alternating: each of ours next to a peer run where there is one; every setting ``repeats`` times
+        # (CartPole's rate moves ~10-20% between runs with how long the episodes of the moment are).
         schedule = [
             ("ours", 2, 1), ("sb3", 16, None), ("ours", 2, 8), ("sb3", 32, None), ("ours", 2, 16),
             ("ours", 1, 1), ("ours", 1, 8), ("ours", 1, 16),
         ]  # fmt: skip
-        throughput: dict[str, dict[str, Any]] = {}
-        for side, a, b in schedule:
-            if side == "ours":
-                throughput[f"ours_{a}x{b}"] = ours_throughput(a, b, plan.seconds, work)
-                rate = throughput[f"ours_{a}x{b}"]["steps_per_s"]
-                log(f"throughput ours {a} workers x {b} envs: {rate:,.0f} steps/s")
-            else:
-                throughput[f"sb3_{a}"] = peer_throughput(a, plan.seconds)
-                log(f"throughput sb3 {a} envs: {throughput[f'sb3_{a}']['steps_per_s']:,.0f} steps/s")
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for _ in range(plan.repeats):
+            for side, a, b in schedule:
+                key = f"ours_{a}x{b}" if side == "ours" else f"sb3_{a}"
+                run = (
+                    ours_throughput(a, b, plan.seconds, work)
+                    if side == "ours"
+                    else peer_throughput(a, plan.seconds)
+                )
+                runs.setdefault(key, []).append(run)
+                log(f"throughput {key}: {run['steps_per_s']:,.0f} steps/s")
+        throughput = {
+            key: {"steps_per_s": statistics.mean(r["steps_per_s"] for r in rs), "runs": rs}
+            for key, rs in runs.items()
+        }
         results["throughput"] = throughput
 
     parts = breakdown(plan.breakdown_seconds)
@@ -275,7 +283,11 @@ def markdown(results: dict[str, Any]) -> str:
             f"{_fmt(min(r['reeval_mean'] for r in runs))} |"
         )
     lines += ["", f"Ratio of medians, ours / SB3: **{_fmt(s['ratio_ours_over_sb3'], 2)}**", ""]
-    lines += ["### Throughput (env steps/s once running, about 20 s each, no target)", ""]
+    repeats = results["plan"]["repeats"]
+    lines += [
+        f"### Throughput (env steps/s once running, mean of {repeats} runs of ~20 s each, no target)",
+        "",
+    ]
     lines += ["| setting | 1 worker | 2 workers | scaling efficiency |", "|---|---|---|---|"]
     for k, label in (
         (1, f"ours, 1 env per worker (classic A3C, t_max {CLASSIC_T_MAX})"),
