@@ -93,7 +93,20 @@ PRESET = "[default: the env's preset, else {}]"
 @click.option(
     "--tensorboard", is_flag=True, help="Also write TensorBoard event files to RUN_DIR/tensorboard (extra)."
 )
-@click.option("--serial", is_flag=True, help="One worker in this process, no spawn (debugging, tests).")
+@click.option(
+    "--backend",
+    type=click.Choice(["local", "ray"]),
+    default=None,
+    help="local: processes on this machine (default); ray: actors on a Ray cluster (extra `ray`).",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="With --backend ray: the cluster to join (auto or HOST:PORT); none starts one.",
+)
+@click.option(
+    "--serial", is_flag=True, help="One worker in this process, no child processes (debugging, tests)."
+)
 @click.option("--quiet", is_flag=True, help="No live progress display.")
 def train(
     env_id: str | None,
@@ -112,6 +125,8 @@ def train(
     hang_timeout: float | None,
     resume: Path | None,
     tensorboard: bool,
+    backend: str | None,
+    ray_address: str | None,
     serial: bool,
     quiet: bool,
 ) -> None:
@@ -119,7 +134,7 @@ def train(
 
     Exit codes: 0 finished (solved or budget spent), 1 failure, 2 bad input, 130 SIGINT, 143 SIGTERM.
     """
-    if not serial:  # first: the children's forkserver imports torch while this process does the same
+    if not serial and backend != "ray":  # first: the forkserver imports torch while this process does too
         from a3c.context import start_early
 
         start_early()
@@ -143,6 +158,8 @@ def train(
         "checkpoint_interval": checkpoint_interval,
         "hang_timeout": hang_timeout,
         "tensorboard": True if tensorboard else None,
+        "backend": backend,
+        "ray_address": ray_address,
     }
     if resume is not None:
         if run_dir is not None or force:
@@ -159,6 +176,16 @@ def train(
         check_run_dir(run_dir, force)
     if serial and config.workers != 1:
         raise BadInput(f"workers: {config.workers} is not allowed with --serial; expected 1")
+    if config.backend == "ray":
+        if serial:
+            raise BadInput("--serial: not allowed with --backend ray; expected the local backend")
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise BadInput(
+                "--backend: ray needs the `ray` extra, which is not installed; install it with "
+                "pip install -e '.[ray]' (or pip install 'ray>=2.40')"
+            ) from None
     if config.tensorboard:
         from a3c.tensorboard import check_available
 

@@ -69,6 +69,18 @@ class Config:
         default=3, metadata={"help": "restarts of one crashed child allowed within 10 minutes"}
     )
     hang_timeout: float = field(default=60.0, metadata={"help": "seconds without a heartbeat = a hung child"})
+    backend: str = field(
+        default="local",
+        metadata={"help": "local (processes on this machine) or ray (actors on a Ray cluster)"},
+    )
+    ray_address: str | None = field(
+        default=None,
+        metadata={"help": "ray backend: cluster to join (auto, HOST:PORT); none starts one here"},
+    )
+    sync_every: int = field(
+        default=1,
+        metadata={"help": "ray backend: gradients a worker averages before each exchange with the server"},
+    )
 
     def validate(self) -> Config:
         """Raise BadInput naming the first invalid field, its value and what is allowed; return self."""
@@ -114,6 +126,10 @@ class Config:
                 self.hang_timeout > 0 and finite(self.hang_timeout),
                 "a finite number of seconds > 0",
             ),
+        ]
+        checks += [
+            ("backend", self.backend in ("local", "ray"), "local or ray"),
+            ("sync_every", self.sync_every >= 1, "an integer >= 1"),
         ]
         for name, ok, allowed in checks:
             if not ok:

@@ -133,25 +133,21 @@ class Evaluator:
         self.dims = {"obs_dim": obs_dim, "n_actions": n_actions}
         self.best_mean = max(best_mean, saved_best(run_dir / "checkpoints" / "best.pt"))
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
-        # Built once and reset with new seeds for every evaluation.
-        self.envs = make_eval_vector_env(config.env_id, config.eval_episodes)
-        self.confirm_envs: gym.vector.VectorEnv | None = None
+        # One vector env per episode count (evaluation, confirmation), built once and reset with new seeds.
+        self.envs: dict[int, gym.vector.VectorEnv] = {}
         self.cpu_start = time.process_time()  # so start-up imports do not count as evaluation cost
 
     def evaluate(self, should_stop: Callable[[], bool] = lambda: False) -> EvalRecord | None:
         """One evaluation of the current shared weights; None when ``should_stop`` cut it short."""
-        global_step, updates = self.counters.total_steps, self.counters.total_updates
-        pull_weights(self.flat, self.shared_flat)
-        returns, lengths = self._play(self.envs, should_stop)
+        global_step, updates = self._pull()
+        returns, lengths = self._play(self.config.eval_episodes, should_stop)
         target = self.config.target_return
         confirm = self.config.confirm_episodes
         if target is not None and confirm > 0 and returns.mean() >= target and not should_stop():
             # A confirmation round before declaring the run solved: over 10-20 episodes a policy that still
             # fails now and then reaches the target by luck (measured on CartPole: best.pt at 460-471 over
             # 100 fresh episodes). Only evaluations at the target pay for it.
-            if self.confirm_envs is None:
-                self.confirm_envs = make_eval_vector_env(self.config.env_id, confirm)
-            more_returns, more_lengths = self._play(self.confirm_envs, should_stop)
+            more_returns, more_lengths = self._play(confirm, should_stop)
             returns = np.concatenate([returns, more_returns])
             lengths = np.concatenate([lengths, more_lengths])
         if should_stop():
@@ -188,20 +184,30 @@ class Evaluator:
             except OSError as exc:  # a full disk should not end the run; the previous best.pt stays
                 print(f"warning: could not save best.pt: {exc}", file=sys.stderr, flush=True)
         solved = target is not None and mean >= target
-        return EvalRecord(
-            *row, cpu_s=time.process_time() - self.cpu_start, best_mean_return=self.best_mean, solved=solved
-        )
+        return EvalRecord(*row, cpu_s=self._cpu_s(), best_mean_return=self.best_mean, solved=solved)
 
-    def _play(
-        self, envs: gym.vector.VectorEnv, should_stop: Callable[[], bool]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        seed = int(self.rng.integers(2**31 - 1 - envs.num_envs))
-        return play_greedy(self.model, envs, seed, should_stop)
+    # The three steps a remote evaluator (a3c/ray_backend.py) does elsewhere: where the weights and their
+    # step stamps come from, where the episodes are played, and whose CPU time it was.
+
+    def _pull(self) -> tuple[int, int]:
+        """Copy the shared weights into ``self.model``; return the (global_step, updates) they belong to."""
+        stamps = self.counters.total_steps, self.counters.total_updates
+        pull_weights(self.flat, self.shared_flat)
+        return stamps
+
+    def _play(self, episodes: int, should_stop: Callable[[], bool]) -> tuple[np.ndarray, np.ndarray]:
+        """``episodes`` greedy episodes of ``self.model``: (returns, lengths)."""
+        if episodes not in self.envs:
+            self.envs[episodes] = make_eval_vector_env(self.config.env_id, episodes)
+        seed = int(self.rng.integers(2**31 - 1 - episodes))
+        return play_greedy(self.model, self.envs[episodes], seed, should_stop)
+
+    def _cpu_s(self) -> float:
+        return time.process_time() - self.cpu_start
 
     def close(self) -> None:
-        self.envs.close()
-        if self.confirm_envs is not None:
-            self.confirm_envs.close()
+        for envs in self.envs.values():
+            envs.close()
         self.log.close()
 
 

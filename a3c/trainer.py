@@ -23,7 +23,7 @@ from a3c.evaluator import Evaluator, evaluator_main
 from a3c.learner import Learner, build_shared
 from a3c.metrics import MetricsWindow
 from a3c.progress import Progress
-from a3c.records import ErrorRecord, EvalRecord, MetricsRecord
+from a3c.records import EpisodeRecord, ErrorRecord, EvalRecord, MetricsRecord
 from a3c.resume import restore_model, restore_optimizer, trim_csv
 from a3c.runs import (
     EPISODE_COLUMNS,
@@ -228,6 +228,8 @@ class Trainer:
             solved = resume.get("solved_at")
             self.monitor.solved_at = None if solved is None else (float(solved[0]), int(solved[1]))
         self.supervisor: Supervisor | None = None
+        self.ray_run = None  # a3c.ray_backend.RayRun while a Ray run is live
+        self.ray_restarts = 0
         self.signal_received: int | None = None
         self.params_finite = True
         self.last_checkpoint = self.last_finite_check = time.monotonic()
@@ -263,6 +265,8 @@ class Trainer:
         """NaN/inf in the shared weights ends the run; the last (good) checkpoint is then not overwritten."""
         if not self.params_finite:
             return
+        if self.ray_run is not None:
+            self.ray_run.sync()  # the weights live in the parameter server: look at a fresh copy
         bad = {
             name: int((~torch.isfinite(p)).sum())
             for name, p in self.model.named_parameters()
@@ -300,6 +304,8 @@ class Trainer:
         """Write checkpoints/last.pt atomically and keep the ``keep_checkpoints`` previous ones beside it."""
         self.last_checkpoint = time.monotonic()
         folder = self.run_dir / "checkpoints"
+        if self.ray_run is not None:
+            self.ray_run.sync()
         payload = self._checkpoint_payload()
         # The finiteness check runs once a second: look again at exactly what is about to be saved, so a
         # NaN that appeared since can never replace the last good checkpoint.
@@ -344,7 +350,12 @@ class Trainer:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
             try:
-                self._run_serial() if self.serial else self._run_spawned()
+                if self.serial:
+                    self._run_serial()
+                elif self.config.backend == "ray":
+                    self._run_ray()
+                else:
+                    self._run_spawned()
             except Exception:
                 self.monitor.errors.append(ErrorRecord("trainer", traceback.format_exc()))
             return self._finish()
@@ -459,6 +470,45 @@ class Trainer:
 
             supervisor.stop_all(current_deadline)
 
+    def _run_ray(self) -> None:
+        """The Ray backend (a3c/ray_backend.py): the same loop, with actors instead of child processes."""
+        from a3c.ray_backend import RayRun
+
+        cfg = self.config
+        self.ray_run = run = RayRun(
+            cfg,
+            self.info.obs_dim,
+            self.info.n_actions,
+            self.model,
+            self.optimizer,
+            self.counters,
+            self.run_dir,
+            self.start_time,
+            (cfg.seed, child_seed(cfg.seed, cfg.workers, 0, self.resume_index)),
+            self.resume_index,
+            self._best(),
+        )
+        try:
+            while not self.stop.is_set():
+                for record in run.poll(TICK_S):
+                    self._take_ray_record(record)
+                self._check_budget_and_signals()
+                self.monitor.refresh()
+            budget_end = self.stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
+            if budget_end and not self.monitor.errors and self.signal_received is None:
+                self._take_ray_record(run.final_evaluation())
+        finally:
+            self.ray_restarts = run.restarts
+            self.ray_run = None
+            run.stop()  # its last sync leaves the final state in self.model / self.optimizer / self.counters
+
+    def _take_ray_record(self, record: Any) -> None:
+        if record is None:
+            return
+        self.monitor.handle([record] if isinstance(record, EpisodeRecord) else record)
+        if isinstance(record, EvalRecord) and record.solved:
+            self.stop.stop(StopReason.SOLVED)
+
     def _finish(self) -> int:
         self._check_finite()
         reason = self.stop.reason
@@ -481,7 +531,7 @@ class Trainer:
             except OSError as exc:  # still write the summary below
                 print(f"error: could not write checkpoints/last.pt: {exc}", file=sys.stderr)
                 exit_code = exit_code or 1
-        restarts = 0 if self.supervisor is None else self.supervisor.restarts
+        restarts = self.ray_restarts if self.supervisor is None else self.supervisor.restarts
         summary = self.monitor.summary(exit_reason, restarts)
         write_json(self.run_dir / "summary.json", summary)
         self.monitor.refresh()  # the display ends on the final totals
