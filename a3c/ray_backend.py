@@ -34,6 +34,7 @@ import torch
 from ray.exceptions import RayActorError
 
 from a3c.config import Config
+from a3c.context import ONE_THREAD
 from a3c.evaluator import Evaluator, next_wait, play_greedy
 from a3c.flat import flat_view, flatten_parameters
 from a3c.learner import Learner, build_model, build_shared
@@ -277,6 +278,7 @@ class RayRun:
                 include_dashboard=False,
                 configure_logging=False,
                 log_to_driver=True,
+                runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor (a3c/context.py)
             )
         config_dict = config.to_dict()
         dims = (obs_dim, n_actions)

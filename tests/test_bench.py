@@ -19,6 +19,7 @@ def synthetic(ours_rate: float = 13_000.0) -> dict:
     }  # fmt: skip
     rates = {"ours_1x1": 7000, "ours_2x1": ours_rate, "ours_1x8": 20_000, "ours_2x8": 36_000}
     rates |= {"ours_1x16": 30_000, "ours_2x16": 54_000, "sb3_16": 9000, "sb3_32": 16_000}
+    rates |= {"ray_2x16_sync1": 27_000, "ray_2x16_sync4": 45_000}
     return {
         "plan": {"repeats": 2},
         "solve": {
@@ -48,6 +49,7 @@ def test_summary_checks_every_target():
     assert "| a3c train (default preset) | 4.0 | 3.0 | 5.0 | 3/3 |" in table
     assert "| SB3 A2C (zoo) | 9.0 | 8.0 | 10.0 | 2/3 |" in table
     assert "[x] 2 workers x 16 envs >= 2.5 x SB3 with 32 envs" in table
+    assert "sync_every 1 (one run) | | 27,000 | 0.50 of local |" in table
 
 
 def test_bench_needs_sane_arguments():

@@ -105,16 +105,20 @@ def peer_solve(seed: int, work: Path, reeval_episodes: int) -> dict[str, Any]:
 # -- throughput ----------------------------------------------------------------------------------------------
 
 
-def ours_throughput(workers: int, envs: int, seconds: float, work: Path) -> dict[str, Any]:
+def ours_throughput(
+    workers: int, envs: int, seconds: float, work: Path, backend: str = "local", sync_every: int = 1
+) -> dict[str, Any]:
     """Env steps/s of ``a3c train`` with no target, from metrics.csv after the warm-up."""
     t_max = ["--set", f"t_max={CLASSIC_T_MAX}"] if envs == 1 else []
-    run_dir = work / f"ours-tput-{workers}x{envs}"
+    name = f"{backend}-{workers}x{envs}-sync{sync_every}"
+    run_dir = work / f"ours-tput-{name}"
     proc = _python(
         "-m", "a3c", "train", "--env", ENV_ID, "--workers", str(workers), "--envs-per-worker", str(envs),
         "--set", "target_return=none", *t_max, "--max-seconds", str(seconds + WARMUP_S + 1.0),
-        "--run-dir", str(run_dir), "--quiet", timeout=seconds + 120,
+        "--backend", backend, "--set", f"sync_every={sync_every}",
+        "--run-dir", str(run_dir), "--quiet", timeout=seconds + 180,
     )  # fmt: skip
-    _check(proc, f"a3c train throughput {workers}x{envs}")
+    _check(proc, f"a3c train throughput {name}")
     rows = []
     with (run_dir / "metrics.csv").open() as f:
         header = f.readline().strip().split(",")
@@ -123,7 +127,7 @@ def ours_throughput(workers: int, envs: int, seconds: float, work: Path) -> dict
             cells = line.strip().split(",")
             rows.append((float(cells[wall]), int(cells[step])))
     rows.sort()
-    counted = [r for r in rows if r[0] >= WARMUP_S]
+    counted = [r for r in rows if r[0] >= rows[0][0] + WARMUP_S]  # Ray's start-up comes before the first row
     (t0, s0), (t1, s1) = counted[0], counted[-1]
     return {
         "workers": workers,
@@ -298,6 +302,11 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {label} | {one:,.0f} | {two:,.0f} | {s['scaling_efficiency'][str(k)]:.2f} |")
     for k in (16, 32):
         lines.append(f"| SB3 A2C, {k} envs (one process) | {tput[f'sb3_{k}']['steps_per_s']:,.0f} | | |")
+    local = tput["ours_2x16"]["steps_per_s"]
+    for k in (1, 4):
+        ray_rate = tput[f"ray_2x16_sync{k}"]["steps_per_s"]
+        label = f"ours on the Ray backend, 2 worker actors × 16 envs, sync_every {k} (one run)"
+        lines.append(f"| {label} | | {ray_rate:,.0f} | {ray_rate / local:.2f} of local |")
     lines += ["", f"Ours 2 × 16 / SB3 32 envs: **{s['throughput_2x16_over_sb3_32']:.2f}×**", ""]
     lines += ["### Per-step cost of one worker (µs per env step, 1 worker, default preset)", ""]
     lines += ["| part | µs/step |", "|---|---|"]
