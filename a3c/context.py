@@ -26,9 +26,19 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 
 def start_early() -> None:
     """Start the forkserver now (it imports ``PRELOAD`` in parallel with the caller); idempotent."""
-    os.environ.update(ONE_THREAD)  # the forkserver is a new interpreter and takes this environment
-    forkserver.set_forkserver_preload(PRELOAD)
-    forkserver.ensure_running()
+    # The forkserver is a new interpreter and takes this process's environment when it starts; this
+    # process's own settings (and whatever else it starts later) are restored right after.
+    saved = {name: os.environ.get(name) for name in ONE_THREAD}
+    os.environ.update(ONE_THREAD)
+    try:
+        forkserver.set_forkserver_preload(PRELOAD)
+        forkserver.ensure_running()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def child_context() -> BaseContext:

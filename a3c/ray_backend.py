@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import ray
 import torch
-from ray.exceptions import RayActorError
+from ray.exceptions import RayActorError, RayTaskError
 
 from a3c.config import Config
 from a3c.context import ONE_THREAD
@@ -195,7 +195,11 @@ class RayWorker:
                 reply = self.server.push.remote(
                     self.worker, self.link.take(), steps, updates, skipped, records
                 )
-                weights, self.global_step, self.updates_seen, stop = ray.get(reply)
+                weights, self.global_step, updates_now, stop = ray.get(reply)
+                # Policy lag: the updates of other workers between this worker's weights and its gradient.
+                lag = max(updates_now - self.updates_seen - updates, 0)
+                self.window.lags[-updates:] = [lag] * min(updates, len(self.window.lags))
+                self.updates_seen = updates_now
                 self.link.load(weights)
                 steps = updates = skipped = 0
                 records, last_sync = [], time.monotonic()
@@ -295,10 +299,10 @@ class RayRun:
         ]
         self.loops = {i: w.run.remote() for i, w in enumerate(self.workers)}
         self.restarts = 0
-        self.failures: list[ErrorRecord] = []
-        actor = EvalActor.options(max_restarts=config.max_restarts, max_task_retries=3).remote(
-            config_dict, *dims
-        )
+        self.worker_restarts = [0] * config.workers
+        self.eval_actor = actor = EvalActor.options(
+            max_restarts=config.max_restarts, max_task_retries=3
+        ).remote(config_dict, *dims)
         self.evaluator = RemoteEvaluator(
             config,
             model,
@@ -331,7 +335,8 @@ class RayRun:
 
     def poll(self, timeout: float) -> list[Any]:
         """Wait up to ``timeout`` s; return the records since the last poll (episodes, metrics, evaluations,
-        errors) and update the counters mirror. A worker loop that ended with its actor is started again."""
+        errors) and update the counters mirror. A worker loop that ended by a crash (its actor died and was
+        restarted by Ray, or ``run`` raised) is started again, up to ``max_restarts`` per worker."""
         ray.wait(list(self.loops.values()), num_returns=1, timeout=timeout)
         records, slots = ray.get(self.server.drain.remote())
         self._mirror_counters(slots)
@@ -342,17 +347,21 @@ class RayRun:
             try:
                 ray.get(ref)
                 del self.loops[i]  # stopped on request
-            except RayActorError as exc:
+            except (RayActorError, RayTaskError) as exc:
                 self.restarts += 1
-                if self.restarts > self.config.max_restarts * self.config.workers:
-                    self.failures.append(ErrorRecord(f"worker {i}", f"the worker actor died: {exc}"))
+                self.worker_restarts[i] += 1
+                if self.worker_restarts[i] > self.config.max_restarts:
+                    detail = str(exc)[-2500:]
+                    records.append(ErrorRecord(f"worker {i}", f"{detail}\n(past its restart budget)"))
                     del self.loops[i]
                 else:
-                    print(f"warning: worker {i} died; Ray restarts it", flush=True)
+                    print(
+                        f"warning: worker {i} crashed ({type(exc).__name__}); restarting its loop", flush=True
+                    )
                     self.loops[i] = self.workers[i].run.remote()
         while not self.eval_records.empty():
             records.append(self.eval_records.get())
-        return records + self.failures
+        return records
 
     def _mirror_counters(self, slots: np.ndarray) -> None:
         for name, row in zip(("steps", "updates", "skipped"), slots, strict=True):
@@ -368,21 +377,32 @@ class RayRun:
                 value.copy_(_tensor(np.asarray(optimizer[key])))
         self._mirror_counters(slots)
 
+    def _stop_evaluator(self, timeout: float = 60.0) -> None:
+        self.eval_stop.set()
+        self.eval_thread.join(timeout=timeout)
+
     def final_evaluation(self) -> EvalRecord | None:
-        """One more evaluation at a budget's end, as the local evaluator does."""
+        """One more evaluation at a budget's end, as the local evaluator does (its thread stopped first, so
+        the two never share the evaluator)."""
+        self._stop_evaluator()
         return self.evaluator.evaluate()
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the workers (each finishes its update), the evaluator thread; sync; tear down the actors."""
-        self.eval_stop.set()
+    def stop(self, timeout: float = 10.0) -> list[Any]:
+        """Stop the workers (each finishes its update and sends its last records) and the evaluator thread;
+        sync; tear down the actors. Returns the records that arrived since the last poll."""
+        records: list[Any] = []
         try:
+            self._stop_evaluator()
             ray.get(self.server.stop.remote())
             ray.wait(list(self.loops.values()), num_returns=len(self.loops), timeout=timeout)
-            self.eval_thread.join(timeout=timeout)
+            records, _ = ray.get(self.server.drain.remote())
+            while not self.eval_records.empty():
+                records.append(self.eval_records.get())
             self.sync()
         finally:
             self.evaluator.close()
-            for actor in [*self.workers, self.server]:
+            for actor in [*self.workers, self.eval_actor, self.server]:
                 ray.kill(actor, no_restart=True)
             if self.started_cluster:
                 ray.shutdown()
+        return records

@@ -385,6 +385,9 @@ class Trainer:
                     next_eval = time.monotonic() + self.config.eval_interval
                 self._check_budget_and_signals()
                 self.monitor.refresh()
+            if window.lags:  # the last, partial metrics window
+                wall_time = round(time.time() - self.start_time, 3)
+                self.monitor.handle(window.record(wall_time, self.counters.total_steps, self.config.lr))
             if self.stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS):
                 self._serial_eval(evaluator, interrupted)
         finally:
@@ -500,7 +503,9 @@ class Trainer:
         finally:
             self.ray_restarts = run.restarts
             self.ray_run = None
-            run.stop()  # its last sync leaves the final state in self.model / self.optimizer / self.counters
+            # Its last sync leaves the final state in self.model / self.optimizer / self.counters.
+            for record in run.stop():
+                self._take_ray_record(record)
 
     def _take_ray_record(self, record: Any) -> None:
         if record is None:

@@ -40,27 +40,29 @@ def run_learner(
     done = 0
     episodes: list[EpisodeRecord] = []
     last_sent = time.monotonic()
-    while not stop.is_set() and not should_exit() and (max_updates is None or done < max_updates):
-        result = learner.update()
-        counters.add(worker_id, result.steps, skipped=not math.isfinite(result.grad_norm))
-        metrics.add(result)
-        done += 1
-        global_step = counters.total_steps
-        wall_time = round(time.time() - start_time, 3)
-        if metrics.due():
-            emit(metrics.record(wall_time, global_step, learner.optimizer.param_groups[0]["lr"]))
-        episodes += [
-            EpisodeRecord(wall_time, global_step, worker_id, e.episode_return, e.length)
-            for e in result.episodes
-        ]
-        if episodes and time.monotonic() - last_sent >= EPISODES_EVERY_S:
+    try:
+        while not stop.is_set() and not should_exit() and (max_updates is None or done < max_updates):
+            result = learner.update()
+            counters.add(worker_id, result.steps, skipped=not math.isfinite(result.grad_norm))
+            metrics.add(result)
+            done += 1
+            global_step = counters.total_steps
+            wall_time = round(time.time() - start_time, 3)
+            if metrics.due():
+                emit(metrics.record(wall_time, global_step, learner.optimizer.param_groups[0]["lr"]))
+            episodes += [
+                EpisodeRecord(wall_time, global_step, worker_id, e.episode_return, e.length)
+                for e in result.episodes
+            ]
+            if episodes and time.monotonic() - last_sent >= EPISODES_EVERY_S:
+                batch, episodes, last_sent = episodes, [], time.monotonic()
+                emit(batch)
+            if max_steps is not None and global_step >= max_steps:
+                stop.stop(StopReason.MAX_STEPS)
+    finally:  # the episodes of this batch happened (their steps are counted): send them even after an error
+        if episodes:
             emit(episodes)
-            episodes, last_sent = [], time.monotonic()
-        if max_steps is not None and global_step >= max_steps:
-            stop.stop(StopReason.MAX_STEPS)
-    if episodes:
-        emit(episodes)
-    if metrics.lags:  # the last, partial window: a short run still gets its metrics
+    if max_updates is None and metrics.lags:  # the last, partial window: a short run still gets its metrics
         wall_time = round(time.time() - start_time, 3)
         emit(metrics.record(wall_time, counters.total_steps, learner.optimizer.param_groups[0]["lr"]))
 

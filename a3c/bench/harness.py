@@ -111,7 +111,7 @@ def ours_throughput(
     """Env steps/s of ``a3c train`` with no target, from metrics.csv after the warm-up."""
     t_max = ["--set", f"t_max={CLASSIC_T_MAX}"] if envs == 1 else []
     name = f"{backend}-{workers}x{envs}-sync{sync_every}"
-    run_dir = work / f"ours-tput-{name}"
+    run_dir = work / f"ours-tput-{name}-{time.time_ns()}"  # settings run more than once: a dir each
     proc = _python(
         "-m", "a3c", "train", "--env", ENV_ID, "--workers", str(workers), "--envs-per-worker", str(envs),
         "--set", "target_return=none", *t_max, "--max-seconds", str(seconds + WARMUP_S + 1.0),
