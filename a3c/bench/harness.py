@@ -27,6 +27,7 @@ from typing import Any
 ENV_ID = "CartPole-v1"
 TARGET = 475.0
 WARMUP_S = 2.0
+RAY_START_S = 15.0  # a Ray run's budget also covers starting Ray (its metrics begin after that)
 CLASSIC_T_MAX = (
     20  # the classic A3C setting of the popular repositories: one env per worker, 20-step rollouts
 )
@@ -111,10 +112,11 @@ def ours_throughput(
     """Env steps/s of ``a3c train`` with no target, from metrics.csv after the warm-up."""
     t_max = ["--set", f"t_max={CLASSIC_T_MAX}"] if envs == 1 else []
     name = f"{backend}-{workers}x{envs}-sync{sync_every}"
+    budget = seconds + WARMUP_S + 1.0 + (RAY_START_S if backend == "ray" else 0.0)
     run_dir = work / f"ours-tput-{name}-{time.time_ns()}"  # settings run more than once: a dir each
     proc = _python(
         "-m", "a3c", "train", "--env", ENV_ID, "--workers", str(workers), "--envs-per-worker", str(envs),
-        "--set", "target_return=none", *t_max, "--max-seconds", str(seconds + WARMUP_S + 1.0),
+        "--set", "target_return=none", *t_max, "--max-seconds", str(budget),
         "--backend", backend, "--set", f"sync_every={sync_every}",
         "--run-dir", str(run_dir), "--quiet", timeout=seconds + 180,
     )  # fmt: skip
@@ -210,6 +212,11 @@ def run_bench(
                 )
                 runs.setdefault(key, []).append(run)
                 log(f"throughput {key}: {run['steps_per_s']:,.0f} steps/s")
+        if _ray_installed():  # the Ray backend on this one machine against the local 2 x 16 (issue 7's row)
+            for sync_every in (1, 4):
+                key = f"ray_2x16_sync{sync_every}"
+                runs[key] = [ours_throughput(2, 16, plan.seconds, work, backend="ray", sync_every=sync_every)]
+                log(f"throughput {key}: {runs[key][0]['steps_per_s']:,.0f} steps/s")
         throughput = {
             key: {"steps_per_s": statistics.mean(r["steps_per_s"] for r in rs), "runs": rs}
             for key, rs in runs.items()
@@ -223,12 +230,21 @@ def run_bench(
     results["breakdown"] = parts
     results["summary"] = summarize(results)
     results["bench_s"] = time.time() - started
-    results["markdown"] = markdown(results)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(results, indent=2) + "\n")  # first: the numbers survive a bug below
+    results["markdown"] = markdown(results)
     path.write_text(json.dumps(results, indent=2) + "\n")
     results["path"] = str(path)
     return results
+
+
+def _ray_installed() -> bool:
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def summarize(results: dict[str, Any]) -> dict[str, Any]:
@@ -303,7 +319,7 @@ def markdown(results: dict[str, Any]) -> str:
     for k in (16, 32):
         lines.append(f"| SB3 A2C, {k} envs (one process) | {tput[f'sb3_{k}']['steps_per_s']:,.0f} | | |")
     local = tput["ours_2x16"]["steps_per_s"]
-    for k in (1, 4):
+    for k in (1, 4) if "ray_2x16_sync1" in tput else ():
         ray_rate = tput[f"ray_2x16_sync{k}"]["steps_per_s"]
         label = f"ours on the Ray backend, 2 worker actors × 16 envs, sync_every {k} (one run)"
         lines.append(f"| {label} | | {ray_rate:,.0f} | {ray_rate / local:.2f} of local |")
