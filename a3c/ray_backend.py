@@ -134,8 +134,8 @@ class GradientLink:
 
     def take(self) -> np.ndarray | None:
         """The mean of the gradients since the last take (None if there were none); starts a new sum."""
-        mean = None if self.count == 0 else (self.total / self.count).numpy()
-        self.total = torch.zeros_like(self.flat)
+        mean = None if self.count == 0 else (self.total / self.count).numpy()  # a new tensor: safe to zero
+        self.total.zero_()
         self.count = 0
         return mean
 

@@ -64,6 +64,7 @@ class RolloutCollector:
     def __init__(self, envs: gym.vector.VectorEnv, t_max: int, seed: int):
         self.envs = envs
         self.num_envs = envs.num_envs
+        self.n_actions = int(envs.single_action_space.n)
         obs, _ = envs.reset(seed=seed)
         self.obs = np.asarray(obs, dtype=np.float32)
         # Not default_rng(seed): that stream would equal env 0's own np_random after reset(seed=seed).
@@ -79,12 +80,11 @@ class RolloutCollector:
         """
         seg = self.segment
         finished: list[Episode] = []
-        gumbel: np.ndarray | None = None
-        for t in range(seg.obs.shape[0]):
+        steps = seg.obs.shape[0]
+        gumbel = self.rng.gumbel(size=(steps, self.num_envs, self.n_actions)).astype(np.float32)
+        for t in range(steps):
             seg.obs[t] = self.obs
             scores = logits(seg.obs[t])
-            if gumbel is None:
-                gumbel = self.rng.gumbel(size=(seg.obs.shape[0], *scores.shape)).astype(scores.dtype)
             scores += gumbel[t]
             actions = seg.actions[t]
             actions[:] = scores.argmax(axis=1)

@@ -267,11 +267,8 @@ class Trainer:
             return
         if self.ray_run is not None:
             self.ray_run.sync()  # the weights live in the parameter server: look at a fresh copy
-        bad = {
-            name: int((~torch.isfinite(p)).sum())
-            for name, p in self.model.named_parameters()
-            if not bool(torch.isfinite(p).all())
-        }
+        counts = {name: int((~torch.isfinite(p)).sum()) for name, p in self.model.named_parameters()}
+        bad = {name: count for name, count in counts.items() if count}
         if bad:
             self.params_finite = False
             where = ", ".join(f"{name} ({count} values)" for name, count in bad.items())
