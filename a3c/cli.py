@@ -179,6 +179,10 @@ def train(
     if config.backend == "ray":
         if serial:
             raise BadInput("--serial: not allowed with --backend ray; expected the local backend")
+        if config.obs_norm:
+            raise BadInput(
+                "obs_norm: true is not allowed with --backend ray yet; expected false, or --backend local"
+            )
         try:
             import ray  # noqa: F401
         except ImportError:
@@ -202,7 +206,7 @@ def _resume_config(run_dir: Path, env_id: str | None, options: dict, overrides: 
 
     from a3c.config import Config
     from a3c.resume import check_compatible, load_resume_checkpoint
-    from envs import inspect_env
+    from envs import Spaces, inspect_env
 
     checkpoint = load_resume_checkpoint(run_dir)
     saved = Config.from_dict(checkpoint["config"])
@@ -218,7 +222,7 @@ def _resume_config(run_dir: Path, env_id: str | None, options: dict, overrides: 
     if env_id is not None and env_id != saved.env_id:
         raise BadInput(f"--env: {env_id!r} does not match the resumed run's env {saved.env_id!r}")
     info = inspect_env(saved.env_id)
-    if (info.obs_dim, info.n_actions) != (checkpoint.get("obs_dim"), checkpoint.get("n_actions")):
+    if info.spaces != Spaces.of_checkpoint(checkpoint):
         raise BadInput(f"--resume: the checkpoint's model does not fit {saved.env_id}'s spaces")
     values = {**saved.to_dict(), **{k: v for k, v in options.items() if v is not None}, **overrides}
     config = Config(**values).validate()
@@ -233,14 +237,15 @@ def _resume_config(run_dir: Path, env_id: str | None, options: dict, overrides: 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
     """Play greedy episodes with a checkpoint (a run dir: its checkpoints/best.pt) and report the return."""
-    from a3c.evaluator import load_policy, play_policy
+    from a3c.evaluator import load_policy
 
     if episodes < 1:
         raise BadInput(f"--episodes: {episodes} is not allowed; expected an integer >= 1")
     if not 0 <= seed < 2**31 - episodes:
         raise BadInput(f"--seed: {seed} is not allowed; expected an integer in [0, 2**31 - episodes)")
-    path, config, model = load_policy(target)
-    returns, lengths = play_policy(model, config.env_id, episodes, seed)
+    saved = load_policy(target)
+    path, config = saved.path, saved.config
+    returns, lengths = saved.play(episodes, seed)
     result = {
         "checkpoint": str(path),
         "env_id": config.env_id,
@@ -260,6 +265,28 @@ def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
             f"over {episodes} episodes (min {result['min_return']:.1f}, max {result['max_return']:.1f}) "
             f"— {path}"
         )
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per preset instead of a table.")
+def envs(as_json: bool) -> None:
+    """The envs with a preset: their target return, the extra they need and whether it is installed. Any
+    other Gymnasium env trains too, with defaults derived from its spaces."""
+    import dataclasses
+
+    from envs.presets import list_presets
+
+    presets = list_presets()
+    if as_json:
+        for preset in presets:
+            click.echo(json.dumps(dataclasses.asdict(preset)))
+        return
+    click.echo(f"{'env':<28} {'target':>8}  {'extra':<8} installed")
+    for p in presets:
+        target = "-" if p.target_return is None else f"{p.target_return:g}"
+        extra = p.extra or "-"
+        installed = "yes" if p.installed else f"no: pip install -e '.[{p.extra}]'"
+        click.echo(f"{p.env_id:<28} {target:>8}  {extra:<8} {installed}")
 
 
 @cli.command()

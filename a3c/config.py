@@ -39,6 +39,26 @@ class Config:
         default=(64, 64), metadata={"help": "hidden layer widths, e.g. 64,64"}
     )
     shared_body: bool = field(default=False, metadata={"help": "one body for policy and value heads"})
+    model: str = field(
+        default="mlp", metadata={"help": "network: mlp (flat observations) or cnn (images, the A3C paper's)"}
+    )
+    lstm_size: int = field(default=0, metadata={"help": "cnn: LSTMCell width after the conv net; 0: none"})
+    gaussian_std: str = field(
+        default="learned",
+        metadata={"help": "Box actions: log σ learned per dimension (learned) or a head output (state)"},
+    )
+    init_log_std: float = field(default=0.0, metadata={"help": "Box actions: initial log σ"})
+    squash: str = field(
+        default="clip",
+        metadata={"help": "Box actions: Gaussian samples clipped to the bounds (clip) or squashed (tanh)"},
+    )
+    obs_norm: bool = field(
+        default=False, metadata={"help": "normalise observations by running stats shared by all workers"}
+    )
+    reward_scale: bool = field(
+        default=False,
+        metadata={"help": "scale rewards by the running std of a worker's discounted return"},
+    )
     numpy_grad: bool = field(
         default=True,
         metadata={
@@ -128,6 +148,11 @@ class Config:
             ),
         ]
         checks += [
+            ("model", self.model in ("mlp", "cnn"), "mlp or cnn"),
+            ("lstm_size", self.lstm_size >= 0, "an integer >= 0 (0: no LSTM)"),
+            ("gaussian_std", self.gaussian_std in ("learned", "state"), "learned or state"),
+            ("init_log_std", -20 <= self.init_log_std <= 2, "a number in [-20, 2]"),
+            ("squash", self.squash in ("clip", "tanh"), "clip or tanh"),
             ("backend", self.backend in ("local", "ray"), "local or ray"),
             ("sync_every", self.sync_every >= 1, "an integer >= 1"),
         ]
@@ -219,8 +244,32 @@ def parse_set(items: tuple[str, ...]) -> dict[str, Any]:
 
 
 def env_defaults(info: EnvInfo) -> dict[str, Any]:
-    """Defaults derived from the env itself, for envs without a preset: the target from its spec."""
-    return {"target_return": info.reward_threshold}
+    """Defaults derived from the env itself, under any preset: the target from its spec's reward_threshold;
+    for image observations the A3C paper's Atari setup (conv net + LSTM(256), t_max 20, lr 1e-4, gradient
+    clip 40); for Box actions a Gaussian policy on normalised observations."""
+    values: dict[str, Any] = {"target_return": info.reward_threshold}
+    if info.spaces.image:
+        values.update(model="cnn", lstm_size=256, t_max=20, lr=1e-4, max_grad_norm=40.0, eval_interval=30.0)
+    if info.spaces.continuous:
+        values.update(obs_norm=True, envs_per_worker=4, t_max=8, gae_lambda=0.95)
+    return values
+
+
+def check_fits(config: Config, info: EnvInfo) -> Config:
+    """Raise BadInput when the config's model cannot take the env's observations; return config."""
+    if config.model == "cnn" and not info.spaces.image:
+        raise BadInput(
+            f"model: 'cnn' is not allowed for {info.env_id}'s observations of shape "
+            f"{info.spaces.obs_shape}; expected mlp (cnn needs images [C, H, W])"
+        )
+    if config.model == "mlp" and info.spaces.image:
+        raise BadInput(
+            f"model: 'mlp' is not allowed for {info.env_id}'s image observations "
+            f"{info.spaces.obs_shape}; expected cnn"
+        )
+    if config.model == "mlp" and config.lstm_size:
+        raise BadInput(f"lstm_size: {config.lstm_size} is not allowed with model mlp; expected 0")
+    return config
 
 
 def resolve_config(info: EnvInfo, options: dict[str, Any], overrides: dict[str, Any]) -> Config:
@@ -236,4 +285,4 @@ def resolve_config(info: EnvInfo, options: dict[str, Any], overrides: dict[str, 
     values.update({k: _coerce(k, v) for k, v in _known(preset, f"preset of {info.env_id}").items()})
     values.update({k: v for k, v in options.items() if v is not None})
     values.update(overrides)
-    return Config(**values).validate()
+    return check_fits(Config(**values).validate(), info)

@@ -11,41 +11,54 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+from torch import nn
 
 from a3c.child import ChildGuard, format_error
 from a3c.config import Config
 from a3c.errors import BadInput
 from a3c.flat import flat_view, flatten_parameters
 from a3c.learner import build_model
-from a3c.model import ActorCritic
+from a3c.normalize import RunningMeanStd, SharedObsStats
+from a3c.policy import make_policy
 from a3c.records import ErrorRecord, EvalRecord
+from a3c.rollout import action_dist
 from a3c.runs import EVAL_COLUMNS, CsvLog, load_checkpoint, resolve_checkpoint, save_checkpoint
 from a3c.shared import Counters, Heartbeats, StopReason, StopSignal
 from a3c.update import pull_weights
-from envs import inspect_env, make_eval_vector_env
+from envs import Spaces, inspect_env, make_eval_vector_env
 
 
 def play_greedy(
-    model: ActorCritic, envs: gym.vector.VectorEnv, seed: int, should_stop: Callable[[], bool] = lambda: False
+    model: nn.Module,
+    envs: gym.vector.VectorEnv,
+    seed: int,
+    should_stop: Callable[[], bool] = lambda: False,
+    squash: str = "clip",
+    normalize: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Play one greedy (argmax) episode in each env of ``envs`` at once.
+    """Play one greedy episode (the most likely action: argmax, or a Gaussian's mean) in each env at once.
 
     ``envs.reset(seed=seed)`` seeds the episodes (env i gets ``seed + i`` in a serial vector env; a native
-    vector env seeds one generator for all). Returns (returns [num_envs], lengths [num_envs]); on
-    ``should_stop`` (checked every step) it returns early with the partial episodes.
+    vector env seeds one generator for all). ``squash``: how Box actions reach the env (``config.squash``);
+    ``normalize``: the run's observation normaliser, if it has one. Returns (returns [num_envs], lengths
+    [num_envs]); on ``should_stop`` (checked every step) it returns early with the partial episodes.
     """
     obs, _ = envs.reset(seed=seed)
     returns = np.zeros(envs.num_envs, np.float64)
     lengths = np.zeros(envs.num_envs, np.int64)
     running = np.ones(envs.num_envs, bool)
-    logits = model.numpy_logits()
+    policy = make_policy(model, envs.num_envs)
+    dist = action_dist(envs.single_action_space, squash)
+    image = len(envs.single_observation_space.shape) == 3
     while running.any() and not should_stop():
-        actions = logits(np.asarray(obs, dtype=np.float32)).argmax(-1)
+        x = np.asarray(obs) if image else np.asarray(obs, dtype=np.float32)
+        actions = dist.greedy(policy(x if normalize is None else normalize(x)))
         obs, rewards, terminated, truncated, _ = envs.step(actions)
         returns += np.where(running, rewards, 0.0)
         lengths += running
@@ -53,34 +66,54 @@ def play_greedy(
     return returns, lengths
 
 
-def load_policy(target: Path) -> tuple[Path, Config, ActorCritic]:
-    """The model of a checkpoint (a run dir means its best.pt), rebuilt with the config saved in it and
-    checked against its env's spaces; returns (checkpoint path, config, model). Bad files are BadInput."""
+@dataclass(frozen=True)
+class SavedPolicy:
+    """A checkpoint's policy, ready to play: its path, config, model (eval mode) and observation stats."""
+
+    path: Path
+    config: Config
+    model: nn.Module
+    obs_stats: RunningMeanStd | None
+
+    def play(self, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``episodes`` greedy episodes on fresh envs seeded from ``seed``: (returns, lengths)."""
+        return play_policy(self.model, self.config, episodes, seed, self.obs_stats)
+
+
+def load_policy(target: Path) -> SavedPolicy:
+    """The policy of a checkpoint (a run dir means its best.pt), rebuilt with the config saved in it and
+    checked against its env's spaces. Bad files are BadInput."""
     path = resolve_checkpoint(target)
     data = load_checkpoint(path)
     try:
         config = Config.from_dict(data["config"])
-        dims = int(data["obs_dim"]), int(data["n_actions"])
-        model = build_model(config, *dims)
+        spaces = Spaces.of_checkpoint(data)
+        model = build_model(config, spaces)
         model.load_state_dict(data["model_state"])
+        obs_stats = None
+        if config.obs_norm:
+            obs_stats = RunningMeanStd(spaces.obs_shape)
+            obs_stats.load_state_dict(data["obs_norm"])
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise BadInput(
             f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})"
         ) from None
     info = inspect_env(config.env_id)
-    if (info.obs_dim, info.n_actions) != dims:
+    if info.spaces != spaces:
         raise BadInput(
-            f"checkpoint: {str(path)!r} was trained with obs_dim, n_actions = {dims}; "
-            f"{config.env_id} has {(info.obs_dim, info.n_actions)}"
+            f"checkpoint: {str(path)!r} was trained for spaces {spaces}; {config.env_id} has {info.spaces}"
         )
-    return path, config, model.eval()
+    return SavedPolicy(path, config, model.eval(), obs_stats)
 
 
-def play_policy(model: ActorCritic, env_id: str, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``episodes`` greedy episodes of ``model`` on fresh envs seeded from ``seed``."""
-    envs = make_eval_vector_env(env_id, episodes)
+def play_policy(
+    model: nn.Module, config: Config, episodes: int, seed: int, obs_stats: RunningMeanStd | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``episodes`` greedy episodes of ``model`` on fresh envs of ``config.env_id`` seeded from ``seed``."""
+    envs = make_eval_vector_env(config.env_id, episodes)
     try:
-        return play_greedy(model, envs, seed)
+        normalize = None if obs_stats is None else obs_stats.normalize
+        return play_greedy(model, envs, seed, squash=config.squash, normalize=normalize)
     finally:
         envs.close()
 
@@ -106,21 +139,23 @@ class Evaluator:
         run_dir: where eval.csv and checkpoints/best.pt go.
         seed: this evaluator's seed stream.
         start_time: ``time.time()`` at the start of the run.
-        obs_dim, n_actions: saved in best.pt so ``a3c evaluate`` can rebuild the model.
+        spaces: the env's spaces, saved in best.pt so ``a3c evaluate`` can rebuild the model.
         best_mean: the best mean return so far; best.pt is only replaced by a better one.
+        obs_stats: the workers' shared observation statistics (``config.obs_norm``); each evaluation
+            normalises with a snapshot of them, which best.pt keeps.
     """
 
     def __init__(
         self,
         config: Config,
-        shared_model: ActorCritic,
+        shared_model: nn.Module,
         counters: Counters,
         run_dir: Path,
         seed: int,
         start_time: float,
-        obs_dim: int,
-        n_actions: int,
+        spaces: Spaces,
         best_mean: float = -float("inf"),
+        obs_stats: SharedObsStats | None = None,
     ):
         self.config = config
         self.shared_model = shared_model
@@ -130,7 +165,10 @@ class Evaluator:
         self.run_dir = run_dir
         self.rng = np.random.default_rng(seed)
         self.start_time = start_time
-        self.dims = {"obs_dim": obs_dim, "n_actions": n_actions}
+        # obs_dim/n_actions too: an older a3c reads them (flat Discrete envs).
+        self.dims = {"spaces": spaces.to_dict(), "obs_dim": spaces.obs_dim, "n_actions": spaces.n_actions}
+        self.obs_stats = obs_stats
+        self.obs_snapshot = None if obs_stats is None else RunningMeanStd(spaces.obs_shape)
         self.best_mean = max(best_mean, saved_best(run_dir / "checkpoints" / "best.pt"))
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
         # One vector env per episode count (evaluation, confirmation), built once and reset with new seeds.
@@ -175,6 +213,7 @@ class Evaluator:
                         "config": self.config.to_dict(),
                         **self.dims,
                         "model_state": self.model.state_dict(),
+                        **self._obs_norm_state(),
                         "global_step": global_step,
                         "updates": updates,
                         "wall_time": wall_time,
@@ -193,14 +232,24 @@ class Evaluator:
         """Copy the shared weights into ``self.model``; return the (global_step, updates) they belong to."""
         stamps = self.counters.total_steps, self.counters.total_updates
         pull_weights(self.flat, self.shared_flat)
+        if self.obs_stats is not None:
+            self.obs_snapshot.copy_from(self.obs_stats.merged())
         return stamps
+
+    def _obs_norm_state(self) -> dict:
+        return {} if self.obs_snapshot is None else {"obs_norm": self.obs_snapshot.state_dict()}
+
+    def _normalize(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        return None if self.obs_snapshot is None else self.obs_snapshot.normalize
 
     def _play(self, episodes: int, should_stop: Callable[[], bool]) -> tuple[np.ndarray, np.ndarray]:
         """``episodes`` greedy episodes of ``self.model``: (returns, lengths)."""
         if episodes not in self.envs:
             self.envs[episodes] = make_eval_vector_env(self.config.env_id, episodes)
         seed = int(self.rng.integers(2**31 - 1 - episodes))
-        return play_greedy(self.model, self.envs[episodes], seed, should_stop)
+        return play_greedy(
+            self.model, self.envs[episodes], seed, should_stop, self.config.squash, self._normalize()
+        )
 
     def _cpu_s(self) -> float:
         return time.process_time() - self.cpu_start
@@ -222,7 +271,7 @@ def next_wait(eval_cpu_s: float, config: Config) -> float:
 
 def evaluator_main(
     config: Config,
-    shared_model: ActorCritic,
+    shared_model: nn.Module,
     counters: Counters,
     stop: StopSignal,
     heartbeats: Heartbeats,
@@ -230,9 +279,9 @@ def evaluator_main(
     run_dir: Path,
     seed: int,
     start_time: float,
-    obs_dim: int,
-    n_actions: int,
+    spaces: Spaces,
     best_mean: float,
+    obs_stats: SharedObsStats | None = None,
 ) -> None:
     """Process shell: evaluate every ``next_wait`` s; stop at the target; once more at a budget end.
 
@@ -243,7 +292,7 @@ def evaluator_main(
     evaluator = None
     try:
         evaluator = Evaluator(
-            config, shared_model, counters, run_dir, seed, start_time, obs_dim, n_actions, best_mean
+            config, shared_model, counters, run_dir, seed, start_time, spaces, best_mean, obs_stats
         )
         cut_short = lambda: guard.should_exit() or stop.is_set()  # noqa: E731
         next_eval = time.monotonic() + config.eval_interval

@@ -11,26 +11,43 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from a3c.config import Config
+from a3c.conv_model import ConvActorCritic
 from a3c.flat import attach_flat_grad, clip_flat_grad, flat_view, flatten_parameters
 from a3c.mlp_grad import MlpGradient
 from a3c.model import ActorCritic
-from a3c.rollout import Episode, RolloutCollector
+from a3c.normalize import RewardScaler
+from a3c.policy import make_policy
+from a3c.rollout import Episode, ObsNormalizer, RolloutCollector, action_dist
 from a3c.shared import SharedOptimizer, make_optimizer
 from a3c.update import compute_gradients, hand_off_gradients, pull_weights, segment_loss
-from envs import make_vector_env
+from envs import Spaces, make_vector_env
 
 
-def build_model(config: Config, obs_dim: int, n_actions: int) -> ActorCritic:
-    """The actor-critic network that ``config`` describes."""
-    return ActorCritic(obs_dim, n_actions, config.hidden_sizes, config.shared_body)
+def build_model(config: Config, spaces: Spaces) -> nn.Module:
+    """The actor-critic network that ``config`` describes for an env's ``spaces``: ``ActorCritic`` (an MLP)
+    or ``ConvActorCritic`` (the A3C paper's conv net, with an LSTM when ``lstm_size``)."""
+    if config.model == "cnn":
+        return ConvActorCritic(
+            spaces.obs_shape, spaces.n_actions, config.lstm_size, spaces.continuous, config.init_log_std
+        )
+    return ActorCritic(
+        spaces.obs_dim,
+        spaces.n_actions,
+        config.hidden_sizes,
+        config.shared_body,
+        spaces.continuous,
+        config.gaussian_std == "state",
+        config.init_log_std,
+    )
 
 
-def build_shared(config: Config, obs_dim: int, n_actions: int) -> tuple[ActorCritic, SharedOptimizer]:
+def build_shared(config: Config, spaces: Spaces) -> tuple[nn.Module, SharedOptimizer]:
     """The global model, its parameters views into one flat buffer in shared memory, and the shared
     optimizer that steps that one buffer (its state created eagerly, in shared memory, by the optimizer)."""
-    model = build_model(config, obs_dim, n_actions)
+    model = build_model(config, spaces)
     flat = flatten_parameters(model, shared=True)
     return model, make_optimizer(config.optimizer, [flat], config.lr, config.optimizer_eps)
 
@@ -59,15 +76,17 @@ class Learner:
         seed: this worker's seed (envs get seed, seed+1, …; the action sampler and torch get it too).
         policy_version: the number of updates applied to the shared model so far (all workers); the policy
             lag of an update is how much it grew between this worker's weight pull and its own step.
+        normalizer: the observation normaliser (``config.obs_norm``), feeding and reading the shared stats.
     """
 
     def __init__(
         self,
         config: Config,
-        shared_model: ActorCritic,
+        shared_model: nn.Module,
         optimizer: SharedOptimizer,
         seed: int,
         policy_version: Callable[[], int] = lambda: 0,
+        normalizer: ObsNormalizer | None = None,
     ):
         self.config = config
         self.policy_version = policy_version
@@ -82,12 +101,15 @@ class Learner:
         self.local_model = copy.deepcopy(shared_model)
         self.local_flat = flatten_parameters(self.local_model)
         self.local_grad = attach_flat_grad(self.local_model, self.local_flat)
-        self.policy = self.local_model.numpy_logits()
-        self.numpy_grad = MlpGradient(self.local_model) if config.numpy_grad else None
         torch.manual_seed(seed)
-        self.collector = RolloutCollector(
-            make_vector_env(config.env_id, config.envs_per_worker), config.t_max, seed
-        )
+        envs = make_vector_env(config.env_id, config.envs_per_worker, training=True)
+        self.dist = action_dist(envs.single_action_space, config.squash)
+        reward_scale = RewardScaler(envs.num_envs, config.gamma) if config.reward_scale else None
+        self.collector = RolloutCollector(envs, config.t_max, seed, self.dist, normalizer, reward_scale)
+        self.policy = make_policy(self.local_model, envs.num_envs)
+        # The closed-form numpy gradient covers the categorical MLP; everything else takes autograd.
+        closed_form = isinstance(self.local_model, ActorCritic) and not self.dist.continuous
+        self.numpy_grad = MlpGradient(self.local_model) if config.numpy_grad and closed_form else None
 
     def update(self) -> UpdateResult:
         """Run one full update and return what it did (a non-finite grad_norm: the step was skipped)."""
@@ -100,7 +122,7 @@ class Learner:
             loss = self.numpy_grad.loss_and_grad(*loss_args)
             grad_norm = clip_flat_grad(self.local_grad, cfg.max_grad_norm)
         else:
-            loss = segment_loss(self.local_model, *loss_args)
+            loss = segment_loss(self.local_model, *loss_args, self.dist)
             grad_norm = compute_gradients(loss.total, self.local_grad, cfg.max_grad_norm)
         # One NaN/inf gradient would poison the shared weights and moments of every worker: skip that step.
         if math.isfinite(grad_norm):

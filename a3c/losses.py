@@ -45,16 +45,31 @@ def actor_critic_loss(
     value_coef: float,
     entropy_coef: float,
 ) -> LossTerms:
-    """policy-gradient term + value_coef × value loss − entropy_coef × entropy.
+    """``a2c_loss`` of a categorical policy given by ``logits`` [N, A] and the taken ``actions`` [N] int64."""
+    log_p = F.log_softmax(logits, dim=-1)
+    log_probs = log_p.gather(1, actions.unsqueeze(1)).squeeze(1)
+    entropy = -(log_p.exp() * log_p).sum(-1)
+    return a2c_loss(log_probs, entropy, values, advantages, returns, value_coef, entropy_coef)
+
+
+def a2c_loss(
+    log_probs: torch.Tensor,
+    entropy: torch.Tensor,
+    values: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    value_coef: float,
+    entropy_coef: float,
+) -> LossTerms:
+    """policy-gradient term + value_coef × value loss − entropy_coef × mean entropy, for any policy.
 
     Args:
-        logits: [N, A] policy logits. values: [N] V(s). actions: [N] int64 taken actions.
-        advantages: [N]. returns: [N] value targets.
+        log_probs: [N] log π(a|s) of the taken actions. entropy: [N] the policies' entropies.
+        values: [N] V(s). advantages: [N]. returns: [N] value targets.
     """
-    log_probs = F.log_softmax(logits, dim=-1).gather(1, actions.unsqueeze(1)).squeeze(1)
     pg = policy_gradient_loss(log_probs, advantages)
     vl = value_loss(values, returns)
-    ent = categorical_entropy(logits)
+    ent = entropy.mean()
     total = pg + value_coef * vl - entropy_coef * ent
     return LossTerms(
         total=total,

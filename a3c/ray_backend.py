@@ -32,6 +32,7 @@ import numpy as np
 import ray
 import torch
 from ray.exceptions import RayActorError, RayTaskError
+from torch import nn
 
 from a3c.config import Config
 from a3c.context import ONE_THREAD
@@ -39,11 +40,10 @@ from a3c.evaluator import Evaluator, next_wait, play_greedy
 from a3c.flat import flat_view, flatten_parameters
 from a3c.learner import Learner, build_model, build_shared
 from a3c.metrics import MetricsWindow
-from a3c.model import ActorCritic
 from a3c.records import EpisodeRecord, ErrorRecord, EvalRecord, MetricsRecord
 from a3c.resume import restore_model, restore_optimizer
 from a3c.shared import Counters, SharedOptimizer
-from envs import make_eval_vector_env
+from envs import Spaces, make_eval_vector_env
 
 SYNC_AT_LEAST_S = 0.5  # a worker whose gradients are all skipped (non-finite) still reports this often
 
@@ -60,15 +60,14 @@ class ParameterServer:
     def __init__(
         self,
         config: dict[str, Any],
-        obs_dim: int,
-        n_actions: int,
+        spaces: Spaces,
         model_state: dict[str, torch.Tensor],
         optimizer_state: dict[str, Any],
         base: list[int],
     ):
         torch.set_num_threads(1)
         cfg = Config.from_dict(config)
-        self.model, self.optimizer = build_shared(cfg, obs_dim, n_actions)
+        self.model, self.optimizer = build_shared(cfg, spaces)
         restore_model(self.model, model_state, "the driver's model")
         restore_optimizer(self.optimizer, optimizer_state, "the driver's optimizer")
         self.flat = self.optimizer.param_groups[0]["params"][0]
@@ -152,8 +151,7 @@ class RayWorker:
         self,
         worker: int,
         config: dict[str, Any],
-        obs_dim: int,
-        n_actions: int,
+        spaces: Spaces,
         server: Any,
         seed: int,
         resume_index: int,
@@ -166,7 +164,7 @@ class RayWorker:
         self.worker, self.server, self.start_time = worker, server, start_time
         restart = ray.get(server.register.remote(worker))
         weights, self.global_step, self.updates_seen = ray.get(server.snapshot.remote())
-        model = build_model(cfg, obs_dim, n_actions)
+        model = build_model(cfg, spaces)
         self.link = GradientLink(flatten_parameters(model), cfg.lr, cfg.sync_every)
         self.link.load(weights)
         self.learner = Learner(
@@ -211,10 +209,10 @@ class RayWorker:
 class EvalActor:
     """Plays greedy episodes of given weights."""
 
-    def __init__(self, config: dict[str, Any], obs_dim: int, n_actions: int):
+    def __init__(self, config: dict[str, Any], spaces: Spaces):
         torch.set_num_threads(1)
         self.cfg = Config.from_dict(config)
-        self.model = build_model(self.cfg, obs_dim, n_actions)
+        self.model = build_model(self.cfg, spaces)
         self.flat = flatten_parameters(self.model)
         self.envs: dict[int, Any] = {}
 
@@ -225,7 +223,7 @@ class EvalActor:
             self.flat.copy_(_tensor(weights))
         if episodes not in self.envs:
             self.envs[episodes] = make_eval_vector_env(self.cfg.env_id, episodes)
-        returns, lengths = play_greedy(self.model, self.envs[episodes], seed)
+        returns, lengths = play_greedy(self.model, self.envs[episodes], seed, squash=self.cfg.squash)
         return returns, lengths, time.process_time() - cpu
 
 
@@ -261,9 +259,8 @@ class RayRun:
     def __init__(
         self,
         config: Config,
-        obs_dim: int,
-        n_actions: int,
-        model: ActorCritic,
+        spaces: Spaces,
+        model: nn.Module,
         optimizer: SharedOptimizer,
         counters: Counters,
         run_dir: Path,
@@ -285,7 +282,7 @@ class RayRun:
                 runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor (a3c/context.py)
             )
         config_dict = config.to_dict()
-        dims = (obs_dim, n_actions)
+        dims = (spaces,)
         base = [int(v) for v in counters.base.tolist()]
         self.server = ParameterServer.options(num_cpus=0).remote(
             config_dict, *dims, model.state_dict(), optimizer.state_dict(), base

@@ -11,6 +11,7 @@ from torch import nn
 
 from a3c.config import Config
 from a3c.errors import BadInput
+from a3c.normalize import SharedObsStats
 from a3c.runs import load_checkpoint
 from a3c.shared import SharedOptimizer
 
@@ -54,6 +55,16 @@ def restore_model(model: nn.Module, state: dict[str, torch.Tensor], source: str)
         raise BadInput(
             f"checkpoint: {source} does not fit the model ({str(exc).splitlines()[0][:160]})"
         ) from None
+
+
+def restore_obs_stats(stats: SharedObsStats, state: dict[str, Any] | None, source: str) -> None:
+    """Continue the observation statistics of a checkpoint, in place (they stay in shared memory)."""
+    if state is None:
+        raise BadInput(f"checkpoint: {source} has no observation statistics (obs_norm was off in that run)")
+    try:
+        stats.load_state_dict(state)
+    except ValueError as exc:
+        raise BadInput(f"checkpoint: {source} has observation statistics that do not fit ({exc})") from None
 
 
 @torch.no_grad()

@@ -22,9 +22,10 @@ from a3c.context import child_context
 from a3c.evaluator import Evaluator, evaluator_main
 from a3c.learner import Learner, build_shared
 from a3c.metrics import MetricsWindow
+from a3c.normalize import SharedObsStats
 from a3c.progress import Progress
 from a3c.records import EpisodeRecord, ErrorRecord, EvalRecord, MetricsRecord
-from a3c.resume import restore_model, restore_optimizer, trim_csv
+from a3c.resume import restore_model, restore_obs_stats, restore_optimizer, trim_csv
 from a3c.runs import (
     EPISODE_COLUMNS,
     METRICS_COLUMNS,
@@ -192,11 +193,15 @@ class Trainer:
         torch.manual_seed(config.seed)
         # All parameters are views into one flat shared buffer that the optimizer steps (a3c/flat.py); its
         # state is created eagerly, in shared memory, before any child starts.
-        self.model, self.optimizer = build_shared(config, info.obs_dim, info.n_actions)
+        self.model, self.optimizer = build_shared(config, info.spaces)
+        # Observation statistics in shared memory, one slot per worker (a3c/normalize.py).
+        self.obs_stats = SharedObsStats(info.spaces.obs_shape, config.workers) if config.obs_norm else None
         source = str(run_dir / "checkpoints" / "last.pt")
         if resume is not None:  # restore in place, before anything is written to the run dir
             restore_model(self.model, resume["model_state"], source)
             restore_optimizer(self.optimizer, resume["optimizer_state"], source)
+            if self.obs_stats is not None:
+                restore_obs_stats(self.obs_stats, resume.get("obs_norm"), source)
         assert_shared(self.model, self.optimizer)
         self.resume_index = 0 if resume is None else int(resume.get("resumes", 0)) + 1
         wall_before = 0.0 if resume is None else float(resume["wall_time"])
@@ -283,9 +288,11 @@ class Trainer:
     def _checkpoint_payload(self) -> dict[str, Any]:
         return {
             "config": self.config.to_dict(),
-            "obs_dim": self.info.obs_dim,
+            "spaces": self.info.spaces.to_dict(),
+            "obs_dim": self.info.obs_dim,  # for an older a3c (flat Discrete envs only)
             "n_actions": self.info.n_actions,
             "model_state": self.model.state_dict(),
+            **({} if self.obs_stats is None else {"obs_norm": self.obs_stats.state_dict()}),
             "optimizer_state": self.optimizer.state_dict(),
             **self.counters.snapshot(),
             "episodes": self.monitor.episodes,
@@ -330,9 +337,9 @@ class Trainer:
             self.run_dir,
             child_seed(self.config.seed, self.config.workers, 0, self.resume_index),
             self.start_time,
-            self.info.obs_dim,
-            self.info.n_actions,
+            self.info.spaces,
             self._best(),
+            self.obs_stats,
         )
 
     def _best(self) -> float:
@@ -367,6 +374,7 @@ class Trainer:
             self.optimizer,
             child_seed(self.config.seed, 0, 0, self.resume_index),
             lambda: self.counters.total_updates,
+            None if self.obs_stats is None else self.obs_stats.writer(0),
         )
         window = MetricsWindow(0)
         evaluator = self._evaluator()
@@ -415,6 +423,7 @@ class Trainer:
                     conn,
                     child_seed(seed, i, restart, resume),
                     self.start_time,
+                    self.obs_stats,
                 ),
             )
             for i in range(cfg.workers)
@@ -432,9 +441,9 @@ class Trainer:
                     self.run_dir,
                     child_seed(seed, cfg.workers, restart, resume),
                     self.start_time,
-                    self.info.obs_dim,
-                    self.info.n_actions,
+                    self.info.spaces,
                     self._best(),
+                    self.obs_stats,
                 ),
             )
         )
@@ -477,8 +486,7 @@ class Trainer:
         cfg = self.config
         self.ray_run = run = RayRun(
             cfg,
-            self.info.obs_dim,
-            self.info.n_actions,
+            self.info.spaces,
             self.model,
             self.optimizer,
             self.counters,

@@ -5,22 +5,23 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from torch import nn
 
+from a3c.distributions import ActionDist
 from a3c.flat import clip_flat_grad
-from a3c.losses import LossTerms, actor_critic_loss
-from a3c.model import ActorCritic
+from a3c.losses import LossTerms, a2c_loss
 from a3c.returns import gae
 from a3c.rollout import Segment
 
 
 def segment_batch(seg: Segment) -> np.ndarray:
-    """Every observation the update of ``seg`` needs, as one batch [T*B + B + M, D] float32: the T×B
+    """Every observation the update of ``seg`` needs, as one batch [T*B + B + M, ...]: the T×B
     observations, the B observations after the last step (bootstrap values) and the M final observations
     of truncated steps (their bootstrap values, DESIGN invariant 4), in that order."""
-    steps, num_envs, obs_dim = seg.obs.shape
+    steps, num_envs = seg.obs.shape[:2]
     trunc_t, trunc_b = seg.truncated.nonzero()
     return np.concatenate(
-        [seg.obs.reshape(steps * num_envs, obs_dim), seg.next_obs, seg.final_obs[trunc_t, trunc_b]]
+        [seg.obs.reshape(steps * num_envs, *seg.obs.shape[2:]), seg.next_obs, seg.final_obs[trunc_t, trunc_b]]
     )
 
 
@@ -41,17 +42,39 @@ def segment_targets(
 
 
 def segment_loss(
-    model: ActorCritic, seg: Segment, gamma: float, gae_lambda: float, value_coef: float, entropy_coef: float
+    model: nn.Module,
+    seg: Segment,
+    gamma: float,
+    gae_lambda: float,
+    value_coef: float,
+    entropy_coef: float,
+    dist: ActionDist | None = None,
 ) -> LossTerms:
-    """The actor-critic loss of ``seg`` from ONE batched forward over ``segment_batch(seg)``."""
+    """The actor-critic loss of ``seg``: ONE batched forward over ``segment_batch(seg)``, or, for a recurrent
+    model, one unroll of the segment from its stored initial state. ``dist``: the action distribution
+    (default: categorical over the model's outputs)."""
     n = seg.rewards.size
-    logits, all_values = model(torch.from_numpy(segment_batch(seg)))
+    if getattr(model, "recurrent", False):
+        trunc_t, trunc_b = seg.truncated.nonzero()
+        out, all_values = model.unroll(
+            torch.from_numpy(seg.obs),
+            seg.init_state,
+            seg.terminated | seg.truncated,
+            torch.from_numpy(seg.next_obs),
+            torch.from_numpy(seg.final_obs[trunc_t, trunc_b]),
+            (trunc_t, trunc_b),
+        )
+    else:
+        out, all_values = model(torch.from_numpy(segment_batch(seg)))
     # The targets need no gradient: GAE runs in numpy on the detached values.
     advantages, returns = segment_targets(seg, all_values.detach().numpy(), gamma, gae_lambda)
-    return actor_critic_loss(
-        logits[:n],
+    dist = dist or ActionDist(False, out.shape[1])
+    actions = torch.from_numpy(seg.actions.reshape(n, *seg.actions.shape[2:]))
+    log_probs, entropy = dist.log_prob_entropy(out[:n], actions)
+    return a2c_loss(
+        log_probs,
+        entropy,
         all_values[:n],
-        torch.from_numpy(seg.actions.reshape(n)),
         torch.from_numpy(advantages.reshape(n)),
         torch.from_numpy(returns.reshape(n)),
         value_coef,

@@ -9,11 +9,13 @@ import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
+from torch import nn
+
 from a3c.child import ChildGuard, format_error
 from a3c.config import Config
 from a3c.learner import Learner
 from a3c.metrics import MetricsWindow
-from a3c.model import ActorCritic
+from a3c.normalize import SharedObsStats
 from a3c.records import EpisodeRecord, ErrorRecord, MetricsRecord
 from a3c.shared import Counters, Heartbeats, SharedOptimizer, StopReason, StopSignal
 
@@ -70,7 +72,7 @@ def run_learner(
 def worker_main(
     worker_id: int,
     config: Config,
-    shared_model: ActorCritic,
+    shared_model: nn.Module,
     optimizer: SharedOptimizer,
     counters: Counters,
     stop: StopSignal,
@@ -78,13 +80,15 @@ def worker_main(
     conn: Connection,
     seed: int,
     start_time: float,
+    obs_stats: SharedObsStats | None = None,
 ) -> None:
     """Process target of worker ``worker_id``: records go to ``conn`` (its own pipe to the trainer); on any
     error it sends the traceback and exits 1."""
     guard = ChildGuard(heartbeats, worker_id, f"a3c-worker-{worker_id}")  # first: set_num_threads(1), signals
     learner = None
     try:
-        learner = Learner(config, shared_model, optimizer, seed, lambda: counters.total_updates)
+        normalizer = None if obs_stats is None else obs_stats.writer(worker_id)
+        learner = Learner(config, shared_model, optimizer, seed, lambda: counters.total_updates, normalizer)
         window = MetricsWindow(worker_id)
         run_learner(
             worker_id, learner, counters, stop, conn.send, start_time, window, should_exit=guard.should_exit

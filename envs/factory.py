@@ -5,10 +5,12 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from envs.atari import is_atari, make_atari, register_atari
 from envs.serial import SerialVectorEnv
 
 
@@ -17,14 +19,74 @@ class EnvSetupError(ValueError):
 
 
 @dataclass(frozen=True)
+class Spaces:
+    """The shapes a model is built for, read from an env's spaces (and saved in checkpoints).
+
+    obs_shape: one observation's shape: (D,) flat, or (C, H, W) an image (uint8 pixels, scaled in the model).
+    n_actions: Discrete: the number of actions; Box: the number of action dimensions.
+    continuous: Box actions (a Gaussian policy) instead of Discrete ones (a categorical policy).
+    action_low, action_high: a Box's bounds per dimension (empty for Discrete).
+    """
+
+    obs_shape: tuple[int, ...]
+    n_actions: int
+    continuous: bool = False
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+
+    @property
+    def obs_dim(self) -> int:
+        """The number of values in one observation."""
+        return int(np.prod(self.obs_shape))
+
+    @property
+    def image(self) -> bool:
+        """Image observations ([C, H, W]), for a conv net."""
+        return len(self.obs_shape) == 3
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "obs_shape": list(self.obs_shape),
+            "n_actions": self.n_actions,
+            "continuous": self.continuous,
+            "action_low": list(self.action_low),
+            "action_high": list(self.action_high),
+        }
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Spaces:
+        return cls(
+            tuple(int(x) for x in values["obs_shape"]),
+            int(values["n_actions"]),
+            bool(values["continuous"]),
+            tuple(float(x) for x in values["action_low"]),
+            tuple(float(x) for x in values["action_high"]),
+        )
+
+    @classmethod
+    def of_checkpoint(cls, data: dict[str, Any]) -> Spaces:
+        """The spaces a checkpoint was trained for (one from before "spaces" existed: a flat Discrete env)."""
+        if "spaces" in data:
+            return cls.from_dict(data["spaces"])
+        return cls((int(data["obs_dim"]),), int(data["n_actions"]))
+
+
+@dataclass(frozen=True)
 class EnvInfo:
     """What the model and the config need to know about an env, read once in the trainer."""
 
     env_id: str
-    obs_dim: int
-    n_actions: int
+    spaces: Spaces
     reward_threshold: float | None
     max_episode_steps: int | None
+
+    @property
+    def obs_dim(self) -> int:
+        return self.spaces.obs_dim
+
+    @property
+    def n_actions(self) -> int:
+        return self.spaces.n_actions
 
 
 def _suggest(env_id: str) -> str:
@@ -34,14 +96,22 @@ def _suggest(env_id: str) -> str:
     )
 
 
-def make_env(env_id: str, seed: int | None = None, **kwargs) -> gym.Env:
+def make_env(env_id: str, seed: int | None = None, training: bool = False, **kwargs) -> gym.Env:
     """Make one env (time limit included, from its spec), reset it once with ``seed`` when one is given.
+
+    Atari ids (``ALE/...``) get the standard preprocessing (``envs.atari.make_atari``); ``training`` adds the
+    parts only the learner sees there (episodic life, reward clipping).
 
     Raises:
         EnvSetupError: unknown id (close registered names are suggested) or an id whose module is missing.
     """
     try:
-        env = gym.make(env_id, **kwargs)
+        if is_atari(env_id):
+            if not register_atari():
+                raise ModuleNotFoundError("ale_py is not installed", name="ale_py")
+            env = make_atari(env_id, training, **kwargs)
+        else:
+            env = gym.make(env_id, **kwargs)
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as exc:
         raise EnvSetupError(f"--env: unknown environment {env_id!r}{_suggest(env_id)}") from exc
     except gym.error.DeprecatedEnv as exc:
@@ -49,7 +119,10 @@ def make_env(env_id: str, seed: int | None = None, **kwargs) -> gym.Env:
     except ModuleNotFoundError as exc:
         raise EnvSetupError(
             f"--env: environment {env_id!r} needs module {exc.name!r}, which is not installed"
+            f"{_extra_hint(exc.name)}"
         ) from exc
+    except gym.error.DependencyNotInstalled as exc:
+        raise EnvSetupError(f"--env: {env_id!r} needs a package that is not installed ({exc})") from exc
     except Exception as exc:  # gymnasium and env modules raise many kinds for a bad id or a broken env
         raise EnvSetupError(f"--env: {env_id!r} cannot be made ({type(exc).__name__}: {exc})") from exc
     if seed is not None:
@@ -58,18 +131,46 @@ def make_env(env_id: str, seed: int | None = None, **kwargs) -> gym.Env:
     return env
 
 
+# The extra of setup.cfg that installs a missing module, for the error message.
+_EXTRAS = {"ale_py": "atari", "cv2": "atari", "mujoco": "mujoco"}
+
+
+def _extra_hint(module: str | None) -> str:
+    extra = _EXTRAS.get((module or "").split(".")[0])
+    return f"; install it with pip install -e '.[{extra}]'" if extra else ""
+
+
 def check_spaces(env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
-    """Accept Discrete actions and flat (1-D) Box observations; name anything else as not supported yet."""
-    if not isinstance(action_space, gym.spaces.Discrete):
+    """Accept Discrete or bounded 1-D Box actions, and flat (1-D) or image ([C, H, W]) Box observations; name
+    anything else as not supported."""
+    box = gym.spaces.Box
+    bounded = isinstance(action_space, box) and bool(
+        np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
+    )
+    if not (isinstance(action_space, gym.spaces.Discrete) or (bounded and len(action_space.shape) == 1)):
         raise EnvSetupError(
             f"--env: {env_id!r} has action space {action_space}, which is not supported yet "
-            "(supported: Discrete)"
+            "(supported: Discrete, or a 1-D Box with finite bounds)"
         )
-    if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1):
+    if not (isinstance(observation_space, box) and len(observation_space.shape) in (1, 3)):
         raise EnvSetupError(
             f"--env: {env_id!r} has observation space {observation_space}, which is not supported yet "
-            "(supported: a flat 1-D Box)"
+            "(supported: a flat 1-D Box, or an image Box [C, H, W])"
         )
+
+
+def spaces_of(observation_space: gym.Space, action_space: gym.Space) -> Spaces:
+    """The ``Spaces`` of checked observation and action spaces."""
+    shape = tuple(int(x) for x in observation_space.shape)
+    if isinstance(action_space, gym.spaces.Discrete):
+        return Spaces(shape, int(action_space.n))
+    return Spaces(
+        shape,
+        int(action_space.shape[0]),
+        True,
+        tuple(float(x) for x in action_space.low),
+        tuple(float(x) for x in action_space.high),
+    )
 
 
 def inspect_env(env_id: str) -> EnvInfo:
@@ -83,8 +184,7 @@ def inspect_env(env_id: str) -> EnvInfo:
         full_id = spec.id if spec is not None and ":" not in env_id else env_id
         return EnvInfo(
             env_id=full_id,
-            obs_dim=int(np.prod(env.observation_space.shape)),
-            n_actions=int(env.action_space.n),
+            spaces=spaces_of(env.observation_space, env.action_space),
             reward_threshold=None if spec is None else spec.reward_threshold,
             max_episode_steps=None if spec is None else spec.max_episode_steps,
         )
@@ -92,15 +192,16 @@ def inspect_env(env_id: str) -> EnvInfo:
         env.close()
 
 
-def make_vector_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+def make_vector_env(env_id: str, num_envs: int, training: bool = False) -> gym.vector.VectorEnv:
     """K copies of ``env_id`` stepped as one batch, in this process (``SerialVectorEnv``).
 
     Autoreset is SAME_STEP: when a sub-env ends, ``step`` already returns its reset observation and
     puts the real last observation in ``info["final_obs"]`` (masked by ``info["_final_obs"]``), which a
     truncated step needs for its bootstrap value. Seed it with ``reset(seed=s)``: env i gets ``s + i``.
     The arrays it returns are overwritten by its next step: callers copy them into their own buffers.
+    ``training``: the learner's envs (Atari: episodic life and clipped rewards); the evaluator's are not.
     """
-    return SerialVectorEnv([partial(make_env, env_id)] * num_envs)
+    return SerialVectorEnv([partial(make_env, env_id, training=training)] * num_envs)
 
 
 def make_eval_vector_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
@@ -109,7 +210,7 @@ def make_eval_vector_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
     else ``make_vector_env``. Its autoreset mode may be NEXT_STEP: callers play one episode per env and
     stop counting an env at its first end, so either mode gives the same episodes' returns.
     """
-    spec = gym.spec(env_id) if ":" not in env_id else None
+    spec = gym.spec(env_id) if ":" not in env_id and not is_atari(env_id) else None
     if spec is not None and spec.vector_entry_point is not None:
         try:
             return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")

@@ -5,11 +5,17 @@ A preset is a flat table whose keys are config fields (e.g. ``lr``, ``t_max``, `
 
 from __future__ import annotations
 
+import importlib.util
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 PRESET_DIR = Path(__file__).parent / "presets"
+
+
+# Env id namespaces whose "/" a preset's file name spells as "-".
+_NAMESPACES = ("ALE",)
 
 
 def preset_path(env_id: str) -> Path:
@@ -24,3 +30,46 @@ def load_preset(env_id: str) -> dict[str, Any] | None:
         return None
     with path.open("rb") as f:
         return tomllib.load(f)
+
+
+@dataclass(frozen=True)
+class PresetInfo:
+    """One preset as ``a3c envs`` lists it: env, target, the extra it needs and whether that is installed."""
+
+    env_id: str
+    target_return: float | None
+    extra: str | None
+    installed: bool
+
+
+def env_extra(env_id: str) -> str | None:
+    """The setup.cfg extra an env needs: atari (ale-py) for ALE ids, mujoco for MuJoCo envs, else None."""
+    if env_id.startswith("ALE/"):
+        return "atari"
+    import gymnasium as gym
+
+    spec = gym.registry.get(env_id)
+    entry = "" if spec is None else str(spec.entry_point)
+    return "mujoco" if "mujoco" in entry else None
+
+
+_EXTRA_MODULES = {"atari": ("ale_py", "cv2"), "mujoco": ("mujoco",)}
+
+
+def extra_installed(extra: str | None) -> bool:
+    """Whether the modules of ``extra`` can be imported here (no extra: always)."""
+    return all(importlib.util.find_spec(m) is not None for m in _EXTRA_MODULES.get(extra or "", ()))
+
+
+def list_presets() -> list[PresetInfo]:
+    """Every preset under ``envs/presets/``, sorted by env id."""
+    found = []
+    for path in sorted(PRESET_DIR.glob("*.toml")):
+        env_id = path.stem
+        for namespace in _NAMESPACES:
+            if env_id.startswith(namespace + "-"):
+                env_id = namespace + "/" + env_id[len(namespace) + 1 :]
+        target = load_preset(env_id).get("target_return")
+        extra = env_extra(env_id)
+        found.append(PresetInfo(env_id, target, extra, extra_installed(extra)))
+    return sorted(found, key=lambda p: p.env_id)

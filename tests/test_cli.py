@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
+from click.testing import CliRunner
 
-from a3c.cli import main
+from a3c.cli import cli, main
 from tests.conftest import run_a3c
 
 
@@ -31,7 +34,7 @@ def bad(capsys, *args: str) -> str:
     ("args", "expected"),
     [
         (["--env", "CartPol-v1"], ["--env", "'CartPol-v1'", "CartPole-v1"]),
-        (["--env", "Pendulum-v1"], ["not supported yet", "Box"]),
+        (["--env", "Blackjack-v1"], ["not supported yet", "Tuple("]),
         (["--env", "CartPole-v1", "--workers", "0"], ["workers", "0", ">= 1"]),
         (["--env", "CartPole-v1", "--set", "lr=0"], ["lr", "0", "> 0"]),
         (["--env", "CartPole-v1", "--set", "lr=-1e-3"], ["lr", "-0.001"]),
@@ -139,3 +142,14 @@ def test_bad_input_exits_2_as_a_real_command(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
     assert result.stderr.startswith("error: --env: unknown environment 'NoSuchEnv-v0'")
+
+
+def test_envs_lists_presets_with_targets_and_extras():
+    result = CliRunner().invoke(cli, ["envs", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["env_id"]: row for row in map(json.loads, result.output.splitlines())}
+    assert rows["CartPole-v1"]["target_return"] == 475.0 and rows["CartPole-v1"]["extra"] is None
+    assert rows["ALE/Pong-v5"]["extra"] == "atari" and rows["HalfCheetah-v5"]["extra"] == "mujoco"
+    assert rows["Pendulum-v1"]["installed"] is True
+    table = CliRunner().invoke(cli, ["envs"])
+    assert table.exit_code == 0 and "ALE/Breakout-v5" in table.output and "installed" in table.output

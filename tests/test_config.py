@@ -201,3 +201,55 @@ def test_env_without_preset_gets_target_from_spec():
     assert config.target_return == -100.0
     assert config.t_max == Config(env_id="x").t_max  # dataclass default, no preset
     assert resolve_config(info, {}, {"target_return": -80.0}).target_return == -80.0
+
+
+# -- defaults derived from the env's spaces, and every preset ------------------------------------------------
+
+
+def _info(shape, continuous, threshold=None):
+    from envs import EnvInfo, Spaces
+
+    bounds = ((-1.0,), (1.0,)) if continuous else ((), ())
+    spaces = Spaces(shape, 1 if continuous else 4, continuous, *bounds)
+    return EnvInfo("NoPreset-v0", spaces, threshold, None)
+
+
+def test_image_observations_without_a_preset_get_the_conv_lstm():
+    config = resolve_config(_info((1, 84, 84), False, 21.0), {}, {})
+    assert (config.model, config.lstm_size, config.target_return) == ("cnn", 256, 21.0)
+    with pytest.raises(BadInput, match="model: 'mlp' is not allowed"):
+        resolve_config(_info((1, 84, 84), False), {}, {"model": "mlp"})
+
+
+def test_box_actions_without_a_preset_get_a_gaussian_on_normalised_observations():
+    config = resolve_config(_info((5,), True), {}, {})
+    assert config.model == "mlp" and config.obs_norm and config.gaussian_std == "learned"
+    with pytest.raises(BadInput, match="model: 'cnn' is not allowed"):
+        resolve_config(_info((5,), True), {}, {"model": "cnn"})
+    with pytest.raises(BadInput, match="lstm_size: 8 is not allowed with model mlp"):
+        resolve_config(_info((5,), True), {}, {"lstm_size": 8})
+
+
+@pytest.mark.parametrize("field,value", [("squash", "sigmoid"), ("gaussian_std", "fixed"), ("model", "rnn")])
+def test_new_choice_fields_are_validated(field, value):
+    with pytest.raises(BadInput, match=f"{field}: '{value}' is not allowed"):
+        Config(env_id="x", **{field: value}).validate()
+
+
+def test_every_preset_resolves_into_a_valid_config():
+    from envs.presets import list_presets
+
+    presets = list_presets()
+    assert {p.env_id for p in presets} >= {
+        "CartPole-v1",
+        "Pendulum-v1",
+        "MountainCarContinuous-v0",
+        "HalfCheetah-v5",
+        "Hopper-v5",
+        "ALE/Pong-v5",
+        "ALE/Breakout-v5",
+    }
+    for preset in presets:
+        values = load_preset(preset.env_id)
+        assert values is not None and preset.target_return is not None, preset.env_id
+        Config(env_id=preset.env_id, **{k: a3c.config._coerce(k, v) for k, v in values.items()}).validate()

@@ -42,14 +42,21 @@ def test_make_env_seed_is_reproducible():
         b.close()
 
 
-def test_continuous_action_space_is_not_supported_yet():
+def test_tuple_observation_space_is_not_supported_yet():
     with pytest.raises(EnvSetupError) as excinfo:
-        inspect_env("Pendulum-v1")
+        inspect_env("Blackjack-v1")
     message = str(excinfo.value)
     assert "not supported yet" in message
-    assert "'Pendulum-v1'" in message
-    assert "Box(" in message  # the space is named
-    assert "Discrete" in message  # and what is supported
+    assert "'Blackjack-v1'" in message
+    assert "Tuple(" in message  # the space is named
+    assert "1-D Box" in message and "image" in message  # and what is supported
+
+
+def test_inspect_pendulum_box_actions():
+    info = inspect_env("Pendulum-v1")
+    assert info.spaces.continuous and info.spaces.n_actions == 1
+    assert (info.spaces.action_low, info.spaces.action_high) == ((-2.0,), (2.0,))
+    assert info.spaces.obs_shape == (3,)
 
 
 def test_inspect_cartpole():

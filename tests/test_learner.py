@@ -7,12 +7,14 @@ import torch
 
 from a3c.config import Config
 from a3c.learner import Learner, build_shared
+from a3c.normalize import SharedObsStats
+from envs import Spaces
 
 
 def learner(numpy_grad: bool = True, **overrides) -> Learner:
     config = Config(env_id="CartPole-v1", envs_per_worker=2, t_max=5, numpy_grad=numpy_grad, **overrides)
     torch.manual_seed(0)
-    model, optimizer = build_shared(config.validate(), 4, 2)
+    model, optimizer = build_shared(config.validate(), Spaces((4,), 2))
     return Learner(config, model, optimizer, seed=3)
 
 
@@ -54,7 +56,32 @@ def test_numpy_and_autograd_gradients_make_the_same_update():
 
 def test_optimizer_over_other_memory_is_refused():
     config = Config(env_id="CartPole-v1").validate()
-    model, _ = build_shared(config, 4, 2)
-    _, other = build_shared(config, 4, 2)
+    model, _ = build_shared(config, Spaces((4,), 2))
+    _, other = build_shared(config, Spaces((4,), 2))
     with pytest.raises(ValueError, match="flat buffer"):
         Learner(config, model, other, seed=0)
+
+
+def pendulum_learner(**overrides) -> tuple[Learner, SharedObsStats]:
+    from envs import inspect_env
+
+    config = Config(env_id="Pendulum-v1", envs_per_worker=3, t_max=4, obs_norm=True, **overrides).validate()
+    spaces = inspect_env("Pendulum-v1").spaces
+    torch.manual_seed(0)
+    model, optimizer = build_shared(config, spaces)
+    stats = SharedObsStats(spaces.obs_shape, writers=1)
+    return Learner(config, model, optimizer, seed=1, normalizer=stats.writer(0)), stats
+
+
+@pytest.mark.parametrize("squash", ["clip", "tanh"])
+def test_gaussian_learner_updates_mean_and_log_std_and_feeds_the_shared_obs_stats(squash):
+    lrn, stats = pendulum_learner(squash=squash, reward_scale=True)
+    log_std = lrn.shared_model.log_std.detach().clone()
+    first = lrn.update()
+    seg = lrn.collector.segment
+    assert seg.actions.shape == (4, 3, 1) and seg.actions.dtype.name == "float32"
+    assert torch.isfinite(torch.tensor(first.grad_norm)) and first.entropy == pytest.approx(1.419, abs=0.01)
+    assert not torch.equal(lrn.shared_model.log_std.detach(), log_std)
+    lrn.update()  # its collection merged the first segment's raw observations into the shared stats
+    assert float(stats.merged().count) >= 3 * 4
+    assert abs(seg.obs).max() <= 10.0  # normalised and clipped

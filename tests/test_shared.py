@@ -401,7 +401,7 @@ def test_building_the_shared_state_does_not_import_torch_dynamo():
 
     code = (
         "import sys; from a3c.config import Config; from a3c.learner import build_shared;"
-        "build_shared(Config(env_id='CartPole-v1').validate(), 4, 2);"
+        "from envs import Spaces; build_shared(Config(env_id='CartPole-v1').validate(), Spaces((4,), 2));"
         "print('torch._dynamo' in sys.modules)"
     )
     out = subprocess.run(

@@ -1,0 +1,100 @@
+"""Action distributions: the policy head's output → actions (numpy, for rollouts and greedy play) and
+log-probabilities and entropies (torch, for the loss).
+
+A policy output ``out`` is one array per observation:
+- Discrete(A): ``out`` [N, A] logits of a categorical policy.
+- Box(A): ``out`` [N, 2A] = (mean, log_std) of a diagonal Gaussian over an unbounded ``u``. The env gets
+  ``u`` clipped to the bounds ("clip", as SB3 does: the log-prob is that of ``u``, the sample that was drawn),
+  or squashed into them, ``low + (tanh(u) + 1)(high - low)/2`` ("tanh": the log-prob carries the change of
+  variables' Jacobian, so it is the exact density of the action the env got).
+The rollout stores ``u``, never the env action, so the loss sees exactly what was sampled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+# Bounds on log σ: σ in [e^-20, e^2]. The rollout (numpy) and the loss (torch) clamp alike.
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+_TANH_EPS = 1e-6  # keeps log(1 - tanh²) finite where tanh saturates
+
+
+@dataclass(frozen=True)
+class ActionDist:
+    """The action distribution of one env's action space.
+
+    Args:
+        continuous: Box actions (Gaussian) instead of Discrete ones (categorical).
+        n: the number of actions (Discrete) or action dimensions (Box).
+        low, high: a Box's bounds [n]. squash: "clip" or "tanh" (see the module docstring).
+    """
+
+    continuous: bool
+    n: int
+    low: tuple[float, ...] = ()
+    high: tuple[float, ...] = ()
+    squash: str = "clip"
+
+    @property
+    def out_size(self) -> int:
+        """Values of ``out`` per observation: A logits, or 2A (mean and log σ)."""
+        return 2 * self.n if self.continuous else self.n
+
+    # -- numpy: rollouts and greedy play --------------------------------------------------------------------
+
+    def noise(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        """Noise for ``shape`` = (T, B) samples at once: Gumbel [T, B, A] (discrete) or N(0, 1) [T, B, A]."""
+        draw = rng.standard_normal if self.continuous else rng.gumbel
+        return draw(size=(*shape, self.n)).astype(np.float32)
+
+    def sample(self, out: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """Samples of the policies ``out`` [B, P] with ``noise`` [B, A]: int64 [B] or float32 ``u`` [B, A].
+
+        Discrete: argmax(logits + Gumbel noise) is an exact draw from softmax(logits) with no softmax.
+        ``out`` is overwritten (it is a scratch array of the policy's forward).
+        """
+        if not self.continuous:
+            out += noise
+            return out.argmax(axis=1)
+        mean, log_std = out[:, : self.n], np.clip(out[:, self.n :], LOG_STD_MIN, LOG_STD_MAX)
+        return mean + np.exp(log_std) * noise
+
+    def greedy(self, out: np.ndarray) -> np.ndarray:
+        """The most likely action of each policy in ``out`` [B, P], as the env takes it."""
+        if not self.continuous:
+            return out.argmax(axis=-1)
+        return self.env_action(out[:, : self.n])
+
+    def env_action(self, u: np.ndarray) -> np.ndarray:
+        """What the env gets for sampled ``u`` [B, A]: clipped or squashed into the bounds (float32)."""
+        low, high = np.asarray(self.low, np.float32), np.asarray(self.high, np.float32)
+        if self.squash == "tanh":
+            return (low + (np.tanh(u) + 1.0) * 0.5 * (high - low)).astype(np.float32)
+        return np.clip(u, low, high).astype(np.float32)
+
+    # -- torch: the loss -----------------------------------------------------------------------------------
+
+    def log_prob_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log π(a|s) [N], entropy [N]) of stored ``actions`` ([N] int64, or ``u`` [N, A]) under ``out``.
+
+        Box: sums over the action dimensions. With "tanh" the log-prob is that of the squashed action and
+        the entropy is the Gaussian's (the squashed one has no closed form; SAC and SB3 do the same).
+        """
+        if not self.continuous:
+            log_p = torch.log_softmax(out, dim=-1)
+            entropy = -(log_p.exp() * log_p).sum(-1)
+            return log_p.gather(1, actions.unsqueeze(1)).squeeze(1), entropy
+        mean, log_std = out[:, : self.n], out[:, self.n :].clamp(LOG_STD_MIN, LOG_STD_MAX)
+        z = (actions - mean) * torch.exp(-log_std)
+        log_prob = (-0.5 * z.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)
+        if self.squash == "tanh":
+            half_range = torch.tensor(self.high, dtype=out.dtype).sub(torch.tensor(self.low)).mul(0.5)
+            log_prob = log_prob - (torch.log(1.0 - torch.tanh(actions).pow(2) + _TANH_EPS)).sum(-1)
+            log_prob = log_prob - torch.log(half_range).sum()
+        entropy = (log_std + 0.5 + _HALF_LOG_2PI).sum(-1)
+        return log_prob, entropy

@@ -1,0 +1,178 @@
+"""Observation normalisation statistics shared by all worker processes, and a per-worker reward scaler.
+
+Workers accumulate the observations they see locally and merge them, once per update, into their own slot of
+``SharedObsStats`` (shared memory, no lock); every worker normalises with all slots merged, so all of them
+(and the evaluator, which copies a snapshot) feed the shared model inputs on the same scale.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+_KEYS = ("mean", "var", "count")
+
+
+class RunningMeanStd:
+    """Running mean/variance of vectors of shape `shape`, merged with Chan et al.'s parallel formula.
+
+    State: float64 tensors ``mean`` [*shape], ``var`` [*shape] (population variance) and ``count`` [].
+    It starts as ``epsilon`` pseudo-observations with mean 0 and variance 1, so that ``normalize`` is
+    defined before any data arrives.
+    """
+
+    def __init__(self, shape: tuple[int, ...], shared: bool = False, epsilon: float = 1e-4):
+        self.shape = tuple(shape)
+        self.mean = torch.zeros(self.shape, dtype=torch.float64)
+        self.var = torch.ones(self.shape, dtype=torch.float64)
+        self.count = torch.tensor(epsilon, dtype=torch.float64)
+        if shared:
+            # In place, before any child starts: a shared tensor pickles as a handle to the same memory, so
+            # every process that receives this object reads and writes one copy.
+            for t in (self.mean, self.var, self.count):
+                t.share_memory_()
+        self._make_views()
+
+    def _make_views(self) -> None:
+        # numpy views of the tensors' memory: the per-step arithmetic on small arrays is cheaper in numpy.
+        self._mean, self._var, self._count = self.mean.numpy(), self.var.numpy(), self.count.numpy()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Pickle only the tensors: numpy views would pickle as private copies, and a child would then
+        # write to memory nobody else sees. The views are rebuilt on the receiving side.
+        return {"shape": self.shape, "mean": self.mean, "var": self.var, "count": self.count}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._make_views()
+
+    def update(self, batch: np.ndarray) -> None:
+        """Merge a batch [N, *shape] of observations into the statistics, in place."""
+        batch = np.asarray(batch, dtype=np.float64)
+        if batch.shape[1:] != self.shape:
+            raise ValueError(f"batch shape {batch.shape} is not [N, *{self.shape}]")
+        if len(batch):
+            self.merge(batch.mean(axis=0), batch.var(axis=0), len(batch))
+
+    def merge(self, mean: np.ndarray, var: np.ndarray, count: float) -> None:
+        """Merge the moments of another sample (mean and population var [*shape], its size) in place."""
+        total = self._count + count
+        if total <= 0:  # both empty: nothing to merge, and the formula would divide by zero
+            return
+        delta = mean - self._mean
+        # Sum of squared deviations of the union: both parts' own plus the spread between their means.
+        m2 = self._var * self._count + var * count + delta**2 * (self._count * count / total)
+        self._mean[...] = self._mean + delta * (count / total)
+        self._var[...] = m2 / total
+        self._count[...] = total
+
+    def normalize(self, obs: np.ndarray, clip: float = 10.0) -> np.ndarray:
+        """(obs - mean) / sqrt(var + 1e-8), clipped to [-clip, clip]: float32, the shape of ``obs``."""
+        z = (np.asarray(obs, dtype=np.float64) - self._mean) / np.sqrt(self._var + 1e-8)
+        return np.clip(z, -clip, clip).astype(np.float32)
+
+    def copy_from(self, other: RunningMeanStd) -> None:
+        """Overwrite these statistics, in place, with ``other``'s."""
+        self.load_state_dict({"mean": other.mean, "var": other.var, "count": other.count})
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """{"mean": [*shape], "var": [*shape], "count": []}: clones, so later updates do not change them."""
+        return {"mean": self.mean.clone(), "var": self.var.clone(), "count": self.count.clone()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Copy ``state`` (as from ``state_dict``) in place; ValueError naming the key if one is missing or
+        has another shape. All keys are checked before any is written, so a bad state changes nothing."""
+        values = {}
+        for key, target in zip(_KEYS, (self.mean, self.var, self.count), strict=True):
+            if key not in state:
+                raise ValueError(f"state has no {key!r}")
+            value = torch.as_tensor(state[key], dtype=torch.float64)
+            if value.shape != target.shape:
+                raise ValueError(f"{key!r} has shape {tuple(value.shape)}, expected {tuple(target.shape)}")
+            values[key] = value
+        for key, target in zip(_KEYS, (self.mean, self.var, self.count), strict=True):
+            target.copy_(values[key])  # in place: a shared tensor must stay the shared memory
+
+
+class SharedObsStats:
+    """The observation statistics of all workers, in shared memory, with no lock.
+
+    Writer w (worker w) merges only into its own slot w + 1; slot 0 holds what a resumed checkpoint brought.
+    A reader merges all slots. A lock would be exact, but a worker killed while holding it would hang every
+    other one; without it a reader can at worst catch one slot mid-merge (its new mean with its old variance)
+    and normalise one segment with slightly torn statistics, which the next segment's read corrects.
+    """
+
+    def __init__(self, shape: tuple[int, ...], writers: int):
+        self.shape = tuple(shape)
+        self.slots = [RunningMeanStd(self.shape, shared=True, epsilon=0.0) for _ in range(writers + 1)]
+
+    def merged(self) -> RunningMeanStd:
+        """A private snapshot of all slots merged (with a small prior, so it is defined when empty)."""
+        total = RunningMeanStd(self.shape)
+        for slot in self.slots:
+            total.merge(slot._mean.copy(), slot._var.copy(), float(slot._count))
+        return total
+
+    def writer(self, index: int, clip: float = 10.0) -> ObsNormalizer:
+        """The normaliser of writer ``index`` (0-based), which merges into slot ``index + 1``."""
+        return ObsNormalizer(self, self.slots[index + 1], clip)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The merged statistics (what a checkpoint keeps)."""
+        return self.merged().state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        """Start from ``state`` (a checkpoint's merged statistics) in slot 0; empty the writers' slots."""
+        self.slots[0].load_state_dict(state)
+        for slot in self.slots[1:]:
+            slot.load_state_dict(RunningMeanStd(self.shape, epsilon=0.0).state_dict())
+
+
+class ObsNormalizer:
+    """A worker's normaliser: accumulates the raw observations it sees locally, merges them into its slot of
+    the shared statistics at each ``flush()`` (once per rollout segment) and normalises with a snapshot of all
+    slots taken at that flush, so the statistics stay fixed within a segment."""
+
+    def __init__(self, stats: SharedObsStats, slot: RunningMeanStd, clip: float = 10.0):
+        self.stats, self.slot, self.clip = stats, slot, clip
+        # epsilon=0: the local accumulator must hold only real observations, or each flush would add
+        # another pseudo-observation prior to the shared stats.
+        self.local = RunningMeanStd(stats.shape, epsilon=0.0)
+        self.current = stats.merged()
+
+    def observe(self, obs: np.ndarray) -> None:
+        """Accumulate a raw observation batch [B, *shape] locally (no shared memory touched)."""
+        self.local.update(obs)
+
+    def flush(self) -> None:
+        """Merge the local accumulation into this writer's slot, reset it, and take a fresh snapshot."""
+        if self.local._count > 0:
+            self.slot.merge(self.local._mean, self.local._var, float(self.local._count))
+            self.local = RunningMeanStd(self.stats.shape, epsilon=0.0)
+        self.current = self.stats.merged()
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Normalise ``obs`` [B, *shape] with the snapshot of the last flush → float32 [B, *shape]."""
+        return self.current.normalize(obs, self.clip)
+
+
+class RewardScaler:
+    """Per-env reward scaling (as SB3's VecNormalize norm_reward): divide each reward by the std of a running
+    estimate of the discounted return; the return of env i resets at its episode end."""
+
+    def __init__(self, num_envs: int, gamma: float, clip: float = 10.0, epsilon: float = 1e-8):
+        self.gamma, self.clip, self.epsilon = gamma, clip, epsilon
+        self.ret = np.zeros(num_envs, dtype=np.float64)  # [num_envs] discounted return so far, per env
+        self.stats = RunningMeanStd(())
+
+    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
+        """Scale rewards [B] -> float32 [B] in [-clip, clip]; ``dones`` [B] bool: the episode ended here."""
+        rewards = np.asarray(rewards, dtype=np.float64)
+        self.ret = self.ret * self.gamma + rewards
+        self.stats.update(self.ret)
+        scaled = np.clip(rewards / np.sqrt(self.stats._var + self.epsilon), -self.clip, self.clip)
+        self.ret[np.asarray(dones, dtype=bool)] = 0.0  # after the update: the final step's return counts
+        return scaled.astype(np.float32)

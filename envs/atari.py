@@ -1,0 +1,188 @@
+"""Atari envs (ale-py's ``ALE/<Game>-v5`` ids) with the standard DeepMind preprocessing.
+
+``make_atari`` stacks gymnasium's own wrappers where they exist (``AtariPreprocessing``, ``TransformReward``,
+``ReshapeObservation``) and two small ones written here (``FireReset``, ``EpisodicLife``). Frames are not
+stacked: the model carries history in its LSTM, so one uint8 frame ``[1, 84, 84]`` is the observation.
+
+The v5 ids keep their defaults on purpose: sticky actions (``repeat_action_probability=0.25``, Machado et
+al. 2018) and ``max_num_frames_per_episode=108000``. The v5 specs register no ``max_episode_steps``, so no
+``TimeLimit`` wrapper is added; the time limit is ALE's own: after 108000 emulator frames (27000 agent steps
+at frame skip 4, 30 minutes of play at 60 Hz) a step returns ``truncated=True``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers import AtariPreprocessing, ReshapeObservation, TransformReward
+
+ATARI_NAMESPACE = "ALE/"
+SCREEN_SIZE = 84
+FRAME_SKIP = 4
+NOOP_MAX = 30
+# FireReset retries a reset at most this often: a game that ends on every FIRE is broken, not unlucky.
+_MAX_FIRE_RESETS = 10
+
+# Set once ale_py's ids are in gymnasium's registry (importing ale_py registers them).
+_registered = False
+
+
+def is_atari(env_id: str) -> bool:
+    """True for ids in ale-py's ``ALE/`` namespace, e.g. ``"ALE/Pong-v5"``."""
+    return env_id.startswith(ATARI_NAMESPACE)
+
+
+def register_atari() -> bool:
+    """Register ale-py's envs with gymnasium (once); False, without raising, when ale-py is not installed."""
+    global _registered
+    if _registered:
+        return True
+    try:
+        import ale_py
+    except ImportError:
+        return False
+    # Importing ale_py already registers the ids; register_envs states the intent (and keeps linters from
+    # dropping an import that looks unused).
+    gym.register_envs(ale_py)
+    _registered = True
+    return True
+
+
+class FireReset(gym.Wrapper):
+    """Press FIRE after every reset, for games that stay frozen until FIRE is pressed (DeepMind's setup).
+
+    Without it, an agent in Breakout must first learn that FIRE launches the ball, and a greedy policy that
+    never fires waits until the time limit. Rewards of the FIRE step are dropped, as a reset has none.
+    """
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset the inner env, then step FIRE; reset again (unseeded) if that step ended the episode."""
+        self.env.reset(seed=seed, options=options)
+        for _ in range(_MAX_FIRE_RESETS):
+            obs, _, terminated, truncated, info = self.env.step(1)
+            if not (terminated or truncated):
+                return obs, info
+            # Not the seed again: a seeded reset would replay the same start and end the same way.
+            self.env.reset(options=options)
+        raise RuntimeError(f"FireReset: every FIRE after reset ended the episode ({_MAX_FIRE_RESETS} tries)")
+
+
+class EpisodicLife(gym.Wrapper):
+    """A lost life ends the learner's episode, but not the game (DeepMind's episodic life, for training).
+
+    ``step`` returns ``terminated=True`` when a life is lost, so the learner stops bootstrapping through the
+    death; the following ``reset`` then continues the same game with one no-op step instead of restarting
+    it, so the agent still sees the later stages that only long games reach. Only a real end (game over,
+    or ALE's frame-limit truncation) makes the next ``reset`` a real one.
+
+    ``info["game_over"]`` is True on the step that ends the real episode (terminated by the game or
+    truncated), False otherwise: episode returns for logging must be summed up to it, not to ``terminated``.
+    """
+
+    def __init__(self, env: gym.Env):
+        """Wrap ``env``, whose unwrapped env must be an ale-py ``AtariEnv`` (``.ale.lives()``)."""
+        super().__init__(env)
+        self.lives = 0
+        # The first reset must be a real one.
+        self.real_reset_needed = True
+
+    def _ale_lives(self) -> int:
+        return int(self.env.unwrapped.ale.lives())
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Step, and also report ``terminated=True`` when the lives count drops."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        game_over = bool(terminated or truncated)
+        self.real_reset_needed = game_over
+        lives = self._ale_lives()
+        # lives > 0: some games decrement lives to 0 a few frames before the real game over; that last life
+        # is then reported by the game over itself, not twice.
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        info["game_over"] = game_over
+        return obs, reward, terminated, truncated, info
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Real reset after a real end or when seeded, else continue the game with one no-op step.
+
+        A seed asks for a reproducible fresh game, so it forces a real reset; an unseeded reset (a vector
+        env's autoreset) after a lost life continues the game.
+        """
+        if self.real_reset_needed or seed is not None:
+            obs, info = self.env.reset(seed=seed, options=options)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(0)
+            # The game may end during the no-op (e.g. the last life was lost on the same frames).
+            if terminated or truncated:
+                obs, info = self.env.reset(options=options)
+        self.real_reset_needed = False
+        self.lives = self._ale_lives()
+        return obs, info
+
+
+def _has_fire_reset(env: gym.Env) -> bool:
+    """Whether the game needs FIRE to start: FIRE at action 1 and at least 3 actions (DeepMind's test)."""
+    meanings = env.unwrapped.get_action_meanings()
+    return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+
+def make_atari(env_id: str, training: bool, **kwargs: Any) -> gym.Env:
+    """Make an ``ALE/<Game>-v5`` env with DeepMind preprocessing; observations are uint8 ``[1, 84, 84]``.
+
+    Args:
+        env_id: an id in the ``ALE/`` namespace, e.g. ``"ALE/Pong-v5"``.
+        training: True for the learner's env: episodic life and rewards clipped to their sign. False for
+            evaluation: real episodes and raw scores.
+        **kwargs: passed to ``gym.make`` (e.g. ``max_num_frames_per_episode``, ``render_mode``); not
+            ``frameskip``, which ``AtariPreprocessing`` owns.
+
+    Wrapper order, innermost first, and why:
+        1. ``gym.make(env_id, frameskip=1)``: AtariPreprocessing does the skipping (it raises on a base env
+           that skips too); sticky actions stay at the v5 default of 0.25.
+        2. ``AtariPreprocessing``: random no-ops (1..30) at reset, repeat each action 4 frames and max-pool
+           the last two (Atari sprites flicker), grayscale, resize to 84x84. Everything outside works on
+           agent steps, so lives and rewards are seen once per 4 frames.
+        3. ``EpisodicLife`` (training): inside FireReset so that its soft reset after a lost life is
+           followed by FIRE too (the ball must be relaunched in Breakout after every life).
+        4. ``FireReset`` (games with FIRE): outside EpisodicLife, as in the DeepMind/baselines setup.
+        5. ``TransformReward(np.sign)`` (training): outside AtariPreprocessing so the sum over the 4 skipped
+           frames is clipped, as DQN does, not each frame.
+        6. ``ReshapeObservation((1, 84, 84))``: last, so every inner wrapper sees the plain 84x84 frame;
+           adds the channel axis first (CHW) for the conv encoder. It is a view of a fresh array per step.
+
+    Raises:
+        ModuleNotFoundError: ale_py is not installed (``exc.name == "ale_py"``).
+        ValueError: ``env_id`` is not an ``ALE/`` id, or ``frameskip`` is passed.
+    """
+    if not is_atari(env_id):
+        raise ValueError(f"make_atari: {env_id!r} is not an Atari id (expected {ATARI_NAMESPACE}<Game>-v5)")
+    if "frameskip" in kwargs:
+        raise ValueError("make_atari: do not pass frameskip; AtariPreprocessing skips frames")
+    if not register_atari():
+        raise ModuleNotFoundError(
+            f"{env_id!r} needs ale_py, which is not installed: pip install -e '.[atari]'", name="ale_py"
+        )
+    env = gym.make(env_id, frameskip=1, **kwargs)
+    env = AtariPreprocessing(
+        env,
+        noop_max=NOOP_MAX,
+        frame_skip=FRAME_SKIP,
+        screen_size=SCREEN_SIZE,
+        grayscale_obs=True,
+        scale_obs=False,
+        terminal_on_life_loss=False,
+    )
+    if training:
+        env = EpisodicLife(env)
+    if _has_fire_reset(env):
+        env = FireReset(env)
+    if training:
+        env = TransformReward(env, np.sign)
+    return ReshapeObservation(env, (1, SCREEN_SIZE, SCREEN_SIZE))
