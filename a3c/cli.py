@@ -222,7 +222,13 @@ def _resume_config(run_dir: Path, env_id: str | None, options: dict, overrides: 
     if env_id is not None and env_id != saved.env_id:
         raise BadInput(f"--env: {env_id!r} does not match the resumed run's env {saved.env_id!r}")
     info = inspect_env(saved.env_id)
-    if info.spaces != Spaces.of_checkpoint(checkpoint):
+    try:
+        saved_spaces = Spaces.of_checkpoint(checkpoint)
+    except (KeyError, TypeError, ValueError):
+        raise BadInput(
+            "--resume: checkpoints/last.pt does not say which spaces its model was built for"
+        ) from None
+    if info.spaces != saved_spaces:
         raise BadInput(f"--resume: the checkpoint's model does not fit {saved.env_id}'s spaces")
     values = {**saved.to_dict(), **{k: v for k, v in options.items() if v is not None}, **overrides}
     config = Config(**values).validate()

@@ -250,7 +250,7 @@ def env_defaults(info: EnvInfo) -> dict[str, Any]:
     values: dict[str, Any] = {"target_return": info.reward_threshold}
     if info.spaces.image:
         values.update(model="cnn", lstm_size=256, t_max=20, lr=1e-4, max_grad_norm=40.0, eval_interval=30.0)
-    if info.spaces.continuous:
+    if info.spaces.continuous and not info.spaces.image:
         values.update(obs_norm=True, envs_per_worker=4, t_max=8, gae_lambda=0.95)
     return values
 
@@ -269,6 +269,12 @@ def check_fits(config: Config, info: EnvInfo) -> Config:
         )
     if config.model == "mlp" and config.lstm_size:
         raise BadInput(f"lstm_size: {config.lstm_size} is not allowed with model mlp; expected 0")
+    if config.model == "cnn" and config.obs_norm:
+        raise BadInput(
+            "obs_norm: true is not allowed with model cnn (pixels are scaled to [0, 1]); expected false"
+        )
+    if config.model == "cnn" and config.gaussian_std == "state":
+        raise BadInput("gaussian_std: 'state' is not allowed with model cnn; expected learned")
     return config
 
 

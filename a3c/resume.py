@@ -16,7 +16,20 @@ from a3c.runs import load_checkpoint
 from a3c.shared import SharedOptimizer
 
 # Fields that fix the shape of the model or the optimizer state: a resume may not change them.
-SHAPE_FIELDS = ("env_id", "hidden_sizes", "shared_body", "optimizer")
+# The model kind, the action squashing and the observation normalisation too: a model trained with them
+# means something else without them.
+SHAPE_FIELDS = (
+    "env_id",
+    "hidden_sizes",
+    "shared_body",
+    "optimizer",
+    "model",
+    "lstm_size",
+    "gaussian_std",
+    "squash",
+    "obs_norm",
+)
+_DEFAULTS = Config(env_id="-")  # a checkpoint from before a field existed had its default
 
 
 def load_resume_checkpoint(run_dir: Path) -> dict[str, Any]:
@@ -37,7 +50,7 @@ def check_compatible(checkpoint: dict[str, Any], config: Config, run_dir: Path) 
     """Refuse a config that changes the env, the model shape or the optimizer of the checkpoint."""
     saved = checkpoint["config"]
     for name in SHAPE_FIELDS:
-        old, new = saved.get(name), getattr(config, name)
+        old, new = saved.get(name, getattr(_DEFAULTS, name)), getattr(config, name)
         if name == "hidden_sizes":
             old = tuple(old or ())
         if old != new:

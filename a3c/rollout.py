@@ -125,6 +125,9 @@ class RolloutCollector:
         self.rng = np.random.default_rng([seed, 1])
         action_dims = self.dist.n if self.dist.continuous else 0
         self.segment = Segment.allocate(t_max, self.num_envs, space.shape, action_dims, dtype)
+        # Envs that report their own episodes (Atari's real games, unclipped, across lives) are logged by
+        # those; every other env by the rewards and ends seen here.
+        self.env_episodes = bool(getattr(envs, "reports_episodes", False))
         self.episode_returns = np.zeros(self.num_envs, np.float64)
         self.episode_lengths = np.zeros(self.num_envs, np.int64)
 
@@ -163,6 +166,10 @@ class RolloutCollector:
             seg.rewards[t] = rewards if self.reward_scale is None else self.reward_scale(rewards, done)
             seg.terminated[t] = terminated
             seg.truncated[t] = truncated
+            if self.env_episodes and "episode" in info:
+                games = info["episode"]
+                for i in np.flatnonzero(info["_episode"]):
+                    finished.append(Episode(int(i), float(games["r"][i]), int(games["l"][i])))
             if done.any():
                 for i in np.flatnonzero(done):
                     if truncated[i]:
@@ -170,9 +177,10 @@ class RolloutCollector:
                         seg.final_obs[t, i] = (
                             final[0] if self.normalizer is None else self.normalizer(final)[0]
                         )
-                    finished.append(
-                        Episode(int(i), float(self.episode_returns[i]), int(self.episode_lengths[i]))
-                    )
+                    if not self.env_episodes:
+                        finished.append(
+                            Episode(int(i), float(self.episode_returns[i]), int(self.episode_lengths[i]))
+                        )
                 self.episode_returns[done] = 0.0
                 self.episode_lengths[done] = 0
                 if recurrent:

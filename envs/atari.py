@@ -16,7 +16,12 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.wrappers import AtariPreprocessing, ReshapeObservation, TransformReward
+from gymnasium.wrappers import (
+    AtariPreprocessing,
+    RecordEpisodeStatistics,
+    ReshapeObservation,
+    TransformReward,
+)
 
 ATARI_NAMESPACE = "ALE/"
 SCREEN_SIZE = 84
@@ -69,6 +74,26 @@ class FireReset(gym.Wrapper):
             # Not the seed again: a seeded reset would replay the same start and end the same way.
             self.env.reset(options=options)
         raise RuntimeError(f"FireReset: every FIRE after reset ended the episode ({_MAX_FIRE_RESETS} tries)")
+
+
+class FireOnLifeLoss(gym.Wrapper):
+    """Press FIRE after a lost life, for evaluation envs of FIRE games (training gets it from EpisodicLife's
+    soft reset followed by FireReset, so a trained agent never learned to relaunch the ball itself: without
+    this, its greedy evaluation would wait after the first lost life until ALE's frame limit)."""
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = self.env.unwrapped.ale.lives()
+        if lives < self.lives and not (terminated or truncated):
+            obs, fire_reward, terminated, truncated, info = self.env.step(1)
+            reward = float(reward) + float(fire_reward)
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
 
 
 class EpisodicLife(gym.Wrapper):
@@ -180,9 +205,13 @@ def make_atari(env_id: str, training: bool, **kwargs: Any) -> gym.Env:
         terminal_on_life_loss=False,
     )
     if training:
-        env = EpisodicLife(env)
+        # The real game's score and length (unclipped, across lives) for episodes.csv: recorded inside the
+        # life and reward wrappers, and reported by the vector env (``info["episode"]``).
+        env = EpisodicLife(RecordEpisodeStatistics(env))
     if _has_fire_reset(env):
         env = FireReset(env)
+        if not training:
+            env = FireOnLifeLoss(env)
     if training:
         env = TransformReward(env, np.sign)
     return ReshapeObservation(env, (1, SCREEN_SIZE, SCREEN_SIZE))

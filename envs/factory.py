@@ -157,6 +157,16 @@ def check_spaces(env_id: str, observation_space: gym.Space, action_space: gym.Sp
             f"--env: {env_id!r} has observation space {observation_space}, which is not supported yet "
             "(supported: a flat 1-D Box, or an image Box [C, H, W])"
         )
+    shape = observation_space.shape
+    # The conv net takes uint8 pixels, channels first, at least 36x36 (its two strided convs).
+    if len(shape) == 3 and not (
+        observation_space.dtype == np.uint8 and shape[0] <= 4 and min(shape[1:]) >= 36
+    ):
+        raise EnvSetupError(
+            f"--env: {env_id!r} has image observations {observation_space}, which is not supported yet "
+            "(supported: uint8 pixels [C, H, W], C <= 4, H and W >= 36; an [H, W, C] env needs a "
+            "channels-first wrapper such as gymnasium.wrappers.TransformObservation)"
+        )
 
 
 def spaces_of(observation_space: gym.Space, action_space: gym.Space) -> Spaces:

@@ -18,6 +18,14 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 
+def _records_episodes(env: gym.Env) -> bool:
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.RecordEpisodeStatistics):
+            return True
+        env = env.env
+    return False
+
+
 class SerialVectorEnv(gym.vector.VectorEnv):
     """K envs stepped one after another in this process; an env that ends is reset in the same step.
 
@@ -38,6 +46,9 @@ class SerialVectorEnv(gym.vector.VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.spec = first.spec
+        # Envs that record their own episode statistics (Atari's real games, across the lives the learner
+        # sees as episodes): their ``info["episode"]`` is passed on, masked by ``info["_episode"]``.
+        self.reports_episodes = _records_episodes(first)
         # Python ints step a Discrete env fastest; other spaces get their own row of the action array.
         self._discrete = isinstance(self.single_action_space, gym.spaces.Discrete)
         shape, dtype = self.single_observation_space.shape, self.single_observation_space.dtype
@@ -54,9 +65,16 @@ class SerialVectorEnv(gym.vector.VectorEnv):
 
     def step(self, actions: np.ndarray):
         ended = None
+        games = None
         per_env = actions.tolist() if self._discrete else actions
         for i, (env, action) in enumerate(zip(self.envs, per_env, strict=True)):
-            obs, reward, terminated, truncated, _ = env.step(action)
+            obs, reward, terminated, truncated, env_info = env.step(action)
+            if "episode" in env_info:
+                if games is None:
+                    games = {"r": np.zeros(self.num_envs), "l": np.zeros(self.num_envs, np.int64)}
+                    games["_mask"] = np.zeros(self.num_envs, bool)
+                games["r"][i], games["l"][i] = env_info["episode"]["r"], env_info["episode"]["l"]
+                games["_mask"][i] = True
             if terminated or truncated:
                 if ended is None:
                     ended = np.zeros(self.num_envs, bool)
@@ -68,6 +86,9 @@ class SerialVectorEnv(gym.vector.VectorEnv):
             self._terminated[i] = terminated
             self._truncated[i] = truncated
         info = {} if ended is None else {"final_obs": self._final_obs, "_final_obs": ended}
+        if games is not None:
+            info["_episode"] = games.pop("_mask")
+            info["episode"] = games
         return self._obs, self._rewards, self._terminated, self._truncated, info
 
     def close_extras(self, **kwargs: Any) -> None:

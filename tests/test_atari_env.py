@@ -255,3 +255,44 @@ def test_fire_reset_fires_and_retries_when_fire_ends_the_episode():
     env = FireReset(inner)
     obs, _ = env.reset(seed=0)
     assert inner.actions == [1, 1] and inner.resets == 2 and obs == 2
+
+
+def test_training_episodes_are_real_games_with_raw_scores():
+    # The learner's episodes end at every lost life, with clipped rewards; episodes.csv must log the games.
+    from a3c.rollout import RolloutCollector
+    from envs import make_vector_env
+
+    envs = make_vector_env("ALE/Breakout-v5", 2, training=True)
+    try:
+        assert envs.reports_episodes
+        collector = RolloutCollector(envs, 50, seed=0)
+        rng = np.random.default_rng(0)
+        games, life_ends = [], 0
+        while len(games) < 3:
+            seg, finished = collector.collect(lambda o: rng.normal(size=(len(o), 4)).astype(np.float32))
+            games += finished
+            life_ends += int((seg.terminated | seg.truncated).sum())
+        assert life_ends >= 3 * 4  # Breakout has 5 lives: several learner episodes per game
+        assert all(game.length > 100 for game in games)  # whole games, not single lives
+    finally:
+        envs.close()
+
+
+def test_eval_env_of_a_fire_game_fires_after_a_lost_life():
+    env = make_atari("ALE/Breakout-v5", training=False)
+    try:
+        assert atari.FireOnLifeLoss in wrapper_types(env)
+        assert atari.FireOnLifeLoss not in wrapper_types(make_atari("ALE/Breakout-v5", training=True))
+        env.reset(seed=0)
+        lives, steps = env.unwrapped.ale.lives(), 0
+        while env.unwrapped.ale.lives() == lives and steps < 5000:  # NOOP only: the launched ball is lost
+            env.step(0)
+            steps += 1
+        # The ball was relaunched without the agent firing: the next life is lost too, with NOOPs only.
+        lives, start = env.unwrapped.ale.lives(), steps
+        while env.unwrapped.ale.lives() == lives and steps < start + 5000:
+            env.step(0)
+            steps += 1
+        assert env.unwrapped.ale.lives() < lives, "after a lost life the ball was not relaunched"
+    finally:
+        env.close()

@@ -253,3 +253,11 @@ def test_every_preset_resolves_into_a_valid_config():
         values = load_preset(preset.env_id)
         assert values is not None and preset.target_return is not None, preset.env_id
         Config(env_id=preset.env_id, **{k: a3c.config._coerce(k, v) for k, v in values.items()}).validate()
+
+
+def test_cnn_refuses_obs_norm_and_a_state_dependent_std():
+    image = _info((1, 84, 84), False)
+    with pytest.raises(BadInput, match="obs_norm: true is not allowed with model cnn"):
+        resolve_config(image, {}, {"obs_norm": True})
+    with pytest.raises(BadInput, match="gaussian_std: 'state' is not allowed with model cnn"):
+        resolve_config(image, {}, {"gaussian_std": "state"})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -137,3 +138,26 @@ def test_serial_vector_env_matches_gymnasium_sync_vector_env():
     finally:
         ours.close()
         theirs.close()
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        gym.spaces.Box(0, 255, (96, 96, 3), np.uint8),  # channels last
+        gym.spaces.Box(0.0, 1.0, (3, 64, 64), np.float32),  # not pixels
+        gym.spaces.Box(0, 255, (1, 16, 16), np.uint8),  # too small for the conv net
+    ],
+)
+def test_images_the_conv_net_cannot_take_are_refused(space):
+    from envs.factory import check_spaces
+
+    with pytest.raises(EnvSetupError, match="image observations"):
+        check_spaces("Img-v0", space, gym.spaces.Discrete(3))
+    check_spaces("Img-v0", gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(3))
+
+
+def test_unbounded_box_actions_are_refused():
+    from envs.factory import check_spaces
+
+    with pytest.raises(EnvSetupError, match="finite bounds"):
+        check_spaces("Inf-v0", gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-np.inf, np.inf, (2,)))
