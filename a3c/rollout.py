@@ -150,9 +150,6 @@ class RolloutCollector:
         recurrent = getattr(policy, "recurrent", False)
         if recurrent:
             seg.init_state = policy.state()
-        if self.normalizer is not None:  # the stats are fixed within a segment: the newest from all workers
-            self.normalizer.flush()
-            self.obs = self.normalizer(self.raw_obs)
         noise = dist.noise(self.rng, (steps, self.num_envs))
         for t in range(steps):
             seg.obs[t] = self.obs
@@ -192,4 +189,9 @@ class RolloutCollector:
                 self.normalizer.observe(self.raw_obs)
                 self.obs = self.normalizer(self.raw_obs)
         seg.next_obs[:] = self.obs
+        if self.normalizer is not None:
+            # The stats stay fixed within a segment (its bootstrap included); between segments this worker's
+            # observations go to the shared stats and the next segment takes the newest of all workers.
+            self.normalizer.flush()
+            self.obs = self.normalizer(self.raw_obs)
         return seg, finished
