@@ -35,7 +35,7 @@ from a3c.runs import (
     save_checkpoint,
     write_json,
 )
-from a3c.shared import Counters, Heartbeats, StopReason, StopSignal, assert_shared
+from a3c.shared import Counters, Heartbeats, StopReason, StopSignal, assert_shared, non_finite_counts
 from a3c.supervisor import ChildSpec, Supervisor
 from a3c.tensorboard import TensorBoardLog
 from a3c.worker import run_learner, worker_main
@@ -272,7 +272,7 @@ class Trainer:
             return
         if self.ray_run is not None:
             self.ray_run.sync()  # the weights live in the parameter server: look at a fresh copy
-        counts = {name: int((~torch.isfinite(p)).sum()) for name, p in self.model.named_parameters()}
+        counts = non_finite_counts(self.model)
         bad = {name: count for name, count in counts.items() if count}
         if bad:
             self.params_finite = False
@@ -311,6 +311,8 @@ class Trainer:
         if self.ray_run is not None:
             self.ray_run.sync()
         payload = self._checkpoint_payload()
+        # Save (and check) one copy of the weights: the workers keep writing the shared ones meanwhile.
+        payload["model_state"] = {k: v.clone() for k, v in payload["model_state"].items()}
         # The finiteness check runs once a second: look again at exactly what is about to be saved, so a
         # NaN that appeared since can never replace the last good checkpoint.
         if not all(bool(torch.isfinite(t).all()) for t in payload["model_state"].values()):

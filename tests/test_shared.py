@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from a3c.flat import attach_flat_grad, flatten_parameters
+from a3c.flat import attach_flat_grad, flat_view, flatten_parameters
 from a3c.shared import (
     Counters,
     SharedAdam,
@@ -408,3 +408,36 @@ def test_building_the_shared_state_does_not_import_torch_dynamo():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_finite_check_sees_no_phantom_nan_while_a_worker_writes():
+    # torch.isfinite on memory being written reports phantom NaNs (it reads each value twice); the trainer's
+    # check reads a copy. Without the copy about half of these checks failed (measured).
+    import multiprocessing
+
+    from a3c.shared import non_finite_counts
+    from tests._shared_child import keep_adding
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(100, 100), nn.Linear(100, 100))  # 20k values: races are common
+    flatten_parameters(model, shared=True)
+    stop = StopSignal()
+    child = multiprocessing.get_context("spawn").Process(target=keep_adding, args=(model, stop))
+    child.start()
+    try:
+        before = flat_view(model).clone()
+        polls = 0
+        while torch.equal(flat_view(model), before):  # until the writer runs (a condition, polled)
+            polls += 1
+            assert polls < 10**8, "the writer never changed the weights"
+        during = flat_view(model).clone()
+        for _ in range(3000):
+            assert not any(non_finite_counts(model).values())
+        assert not torch.equal(flat_view(model), during), "the writer stopped before the checks ended"
+    finally:
+        stop.stop(StopReason.SOLVED)
+        child.join(timeout=30)
+        if child.is_alive():
+            child.kill()
+            child.join(timeout=10)
+    assert child.exitcode == 0
