@@ -14,13 +14,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from a3c.model import orthogonal_init, with_log_std
+
 LstmState = tuple[torch.Tensor, torch.Tensor]
-
-
-def _init(layer: nn.Module, gain: float) -> nn.Module:
-    nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
-    return layer
 
 
 class ConvActorCritic(nn.Module):
@@ -45,15 +41,15 @@ class ConvActorCritic(nn.Module):
         channels, height, width = obs_shape
         relu_gain = math.sqrt(2)
         self.encoder = nn.Sequential(
-            _init(nn.Conv2d(channels, 16, 8, stride=4), relu_gain),
+            orthogonal_init(nn.Conv2d(channels, 16, 8, stride=4), relu_gain),
             nn.ReLU(),
-            _init(nn.Conv2d(16, 32, 4, stride=2), relu_gain),
+            orthogonal_init(nn.Conv2d(16, 32, 4, stride=2), relu_gain),
             nn.ReLU(),
             nn.Flatten(),
         )
         with torch.no_grad():
             flat = self.encoder(torch.zeros(1, channels, height, width)).shape[1]
-        self.fc = nn.Sequential(_init(nn.Linear(flat, 256), relu_gain), nn.ReLU())
+        self.fc = nn.Sequential(orthogonal_init(nn.Linear(flat, 256), relu_gain), nn.ReLU())
         self.lstm = None
         features = 256
         if lstm_size > 0:
@@ -61,8 +57,8 @@ class ConvActorCritic(nn.Module):
             nn.init.zeros_(self.lstm.bias_ih)
             nn.init.zeros_(self.lstm.bias_hh)
             features = lstm_size
-        self.policy_head = _init(nn.Linear(features, n_actions), 0.01)
-        self.value_head = _init(nn.Linear(features, 1), 1.0)
+        self.policy_head = orthogonal_init(nn.Linear(features, n_actions), 0.01)
+        self.value_head = orthogonal_init(nn.Linear(features, 1), 1.0)
         self.log_std = nn.Parameter(torch.full((n_actions,), float(init_log_std))) if continuous else None
 
     @property
@@ -82,10 +78,7 @@ class ConvActorCritic(nn.Module):
 
     def heads(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """[N, F] → (policy output [N, P], values [N])."""
-        out = self.policy_head(features)
-        if self.log_std is not None:
-            out = torch.cat([out, self.log_std.expand_as(out)], dim=-1)
-        return out, self.value_head(features).squeeze(-1)
+        return with_log_std(self.policy_head(features), self.log_std), self.value_head(features).squeeze(-1)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Without an LSTM: [N, C, H, W] → (policy output [N, P], values [N])."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -70,9 +71,14 @@ class ActionDist:
             return out.argmax(axis=-1)
         return self.env_action(out[:, : self.n])
 
+    @cached_property
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        # Made once, not on every env step.
+        return np.asarray(self.low, np.float32), np.asarray(self.high, np.float32)
+
     def env_action(self, u: np.ndarray) -> np.ndarray:
         """What the env gets for sampled ``u`` [B, A]: clipped or squashed into the bounds (float32)."""
-        low, high = np.asarray(self.low, np.float32), np.asarray(self.high, np.float32)
+        low, high = self._bounds
         if self.squash == "tanh":
             return (low + (np.tanh(u) + 1.0) * 0.5 * (high - low)).astype(np.float32)
         return np.clip(u, low, high).astype(np.float32)

@@ -14,16 +14,25 @@ from torch import nn
 def _mlp(in_dim: int, hidden_sizes: Sequence[int]) -> tuple[nn.Sequential, int]:
     layers: list[nn.Module] = []
     for size in hidden_sizes:
-        layers += [_orthogonal(nn.Linear(in_dim, size), math.sqrt(2)), nn.Tanh()]
+        layers += [orthogonal_init(nn.Linear(in_dim, size), math.sqrt(2)), nn.Tanh()]
         in_dim = size
     return nn.Sequential(*layers), in_dim
 
 
-def _orthogonal(layer: nn.Linear, gain: float) -> nn.Linear:
-    # Orthogonal init with a small policy-head gain (as in SB3 and CleanRL): a near-uniform first policy.
+def orthogonal_init(layer: nn.Module, gain: float) -> nn.Module:
+    """Orthogonal weights and zero bias for a Linear or Conv layer; returns it. The policy heads take a small
+    gain (as in SB3 and CleanRL): a near-uniform first policy."""
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
     return layer
+
+
+def with_log_std(head: torch.Tensor, log_std: nn.Parameter | None) -> torch.Tensor:
+    """The policy output from a policy head's [N, A]: itself, or (mean, a learned state-independent log σ)
+    as [N, 2A] when the model has ``log_std``."""
+    if log_std is None:
+        return head
+    return torch.cat([head, log_std.expand_as(head)], dim=-1)
 
 
 class ActorCritic(nn.Module):
@@ -58,8 +67,8 @@ class ActorCritic(nn.Module):
         self.policy_body, width = _mlp(obs_dim, hidden_sizes)
         self.value_body = self.policy_body if shared_body else _mlp(obs_dim, hidden_sizes)[0]
         head_size = 2 * n_actions if continuous and state_std else n_actions
-        self.policy_head = _orthogonal(nn.Linear(width, head_size), 0.01)
-        self.value_head = _orthogonal(nn.Linear(width, 1), 1.0)
+        self.policy_head = orthogonal_init(nn.Linear(width, head_size), 0.01)
+        self.value_head = orthogonal_init(nn.Linear(width, 1), 1.0)
         self.log_std = None
         if continuous:
             if state_std:
@@ -68,20 +77,15 @@ class ActorCritic(nn.Module):
             else:
                 self.log_std = nn.Parameter(torch.full((n_actions,), float(init_log_std)))
 
-    def _policy_out(self, head: torch.Tensor) -> torch.Tensor:
-        if self.log_std is None:
-            return head
-        return torch.cat([head, self.log_std.expand_as(head)], dim=-1)
-
     def policy_logits(self, obs: torch.Tensor) -> torch.Tensor:
         """[N, obs_dim] → the policy output [N, P] (the rollout needs no value)."""
-        return self._policy_out(self.policy_head(self.policy_body(obs)))
+        return with_log_std(self.policy_head(self.policy_body(obs)), self.log_std)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """[N, obs_dim] → (policy output [N, P], values [N])."""
         policy_features = self.policy_body(obs)
         value_features = policy_features if self.shared_body else self.value_body(obs)
-        out = self._policy_out(self.policy_head(policy_features))
+        out = with_log_std(self.policy_head(policy_features), self.log_std)
         return out, self.value_head(value_features).squeeze(-1)
 
     def numpy_logits(self) -> Callable[[np.ndarray], np.ndarray]:

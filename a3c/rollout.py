@@ -132,6 +132,7 @@ class RolloutCollector:
         self.episode_lengths = np.zeros(self.num_envs, np.int64)
 
     def _prepare(self, raw: np.ndarray) -> np.ndarray:
+        """What the policy sees of raw observations [B, ...]: themselves, or normalised (and observed)."""
         if self.normalizer is None:
             return raw
         self.normalizer.observe(raw)
@@ -186,8 +187,7 @@ class RolloutCollector:
                 self.obs = obs
             else:
                 self.raw_obs = np.array(obs)
-                self.normalizer.observe(self.raw_obs)
-                self.obs = self.normalizer(self.raw_obs)
+                self.obs = self._prepare(self.raw_obs)
         seg.next_obs[:] = self.obs
         if self.normalizer is not None:
             # The stats stay fixed within a segment (its bootstrap included); between segments this worker's

@@ -69,12 +69,12 @@ class SerialVectorEnv(gym.vector.VectorEnv):
         per_env = actions.tolist() if self._discrete else actions
         for i, (env, action) in enumerate(zip(self.envs, per_env, strict=True)):
             obs, reward, terminated, truncated, env_info = env.step(action)
-            if "episode" in env_info:
+            if "episode" in env_info:  # rare: only envs that record their own episodes
                 if games is None:
                     games = {"r": np.zeros(self.num_envs), "l": np.zeros(self.num_envs, np.int64)}
-                    games["_mask"] = np.zeros(self.num_envs, bool)
+                    games_ended = np.zeros(self.num_envs, bool)
                 games["r"][i], games["l"][i] = env_info["episode"]["r"], env_info["episode"]["l"]
-                games["_mask"][i] = True
+                games_ended[i] = True
             if terminated or truncated:
                 if ended is None:
                     ended = np.zeros(self.num_envs, bool)
@@ -87,8 +87,7 @@ class SerialVectorEnv(gym.vector.VectorEnv):
             self._truncated[i] = truncated
         info = {} if ended is None else {"final_obs": self._final_obs, "_final_obs": ended}
         if games is not None:
-            info["_episode"] = games.pop("_mask")
-            info["episode"] = games
+            info["episode"], info["_episode"] = games, games_ended
         return self._obs, self._rewards, self._terminated, self._truncated, info
 
     def close_extras(self, **kwargs: Any) -> None:
