@@ -31,7 +31,10 @@ class Config:
     )
     optimizer: str = field(default="adam", metadata={"help": "shared optimizer: adam or rmsprop"})
     lr: float = field(default=1e-3, metadata={"help": "learning rate, > 0"})
-    optimizer_eps: float = field(default=1e-8, metadata={"help": "optimizer epsilon, > 0"})
+    optimizer_eps: float | None = field(
+        default=None,
+        metadata={"help": "optimizer epsilon, > 0; none: the optimizer's own (adam 1e-8, rmsprop 1e-5)"},
+    )
     value_coef: float = field(default=0.5, metadata={"help": "weight of the value loss"})
     entropy_coef: float = field(default=0.01, metadata={"help": "weight of the entropy bonus"})
     max_grad_norm: float = field(default=0.5, metadata={"help": "global gradient-norm clip; <= 0 disables"})
@@ -114,7 +117,11 @@ class Config:
             ("gae_lambda", 0 <= self.gae_lambda <= 1, "a number in [0, 1]"),
             ("optimizer", self.optimizer in ("adam", "rmsprop"), "adam or rmsprop"),
             ("lr", self.lr > 0 and finite(self.lr), "a finite number > 0"),
-            ("optimizer_eps", self.optimizer_eps > 0 and finite(self.optimizer_eps), "a finite number > 0"),
+            (
+                "optimizer_eps",
+                self.optimizer_eps is None or (self.optimizer_eps > 0 and finite(self.optimizer_eps)),
+                "a finite number > 0, or none (the optimizer's own default)",
+            ),
             ("value_coef", self.value_coef >= 0 and finite(self.value_coef), "a finite number >= 0"),
             ("entropy_coef", self.entropy_coef >= 0 and finite(self.entropy_coef), "a finite number >= 0"),
             ("max_grad_norm", not math.isnan(self.max_grad_norm), "a number (<= 0 disables clipping)"),

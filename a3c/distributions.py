@@ -6,7 +6,7 @@ A policy output ``out`` is one array per observation:
 - Box(A): ``out`` [N, 2A] = (mean, log_std) of a diagonal Gaussian over an unbounded ``u``. The env gets
   ``u`` clipped to the bounds ("clip", as SB3 does: the log-prob is that of ``u``, the sample that was drawn),
   or squashed into them, ``low + (tanh(u) + 1)(high - low)/2`` ("tanh": the log-prob carries the change of
-  variables' Jacobian, so it is the exact density of the action the env got).
+  variables' Jacobian, so it is the exact density of the action the env got, and so does the entropy).
 The rollout stores ``u``, never the env action, so the loss sees exactly what was sampled.
 """
 
@@ -22,7 +22,13 @@ import torch
 # Bounds on log σ: σ in [e^-20, e^2]. The rollout (numpy) and the loss (torch) clamp alike.
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
-_TANH_EPS = 1e-6  # keeps log(1 - tanh²) finite where tanh saturates
+_LOG_2 = math.log(2.0)
+
+
+def log_tanh_jacobian(u: torch.Tensor) -> torch.Tensor:
+    """log(1 - tanh(u)²) elementwise, as 2(log 2 - u - softplus(-2u)): exact where tanh saturates (a
+    ``+ eps`` inside the log would floor it, and its gradient would vanish exactly where it matters)."""
+    return 2.0 * (_LOG_2 - u - torch.nn.functional.softplus(-2.0 * u))
 
 
 @dataclass(frozen=True)
@@ -88,8 +94,17 @@ class ActionDist:
     def log_prob_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(log π(a|s) [N], entropy [N]) of stored ``actions`` ([N] int64, or ``u`` [N, A]) under ``out``.
 
-        Box: sums over the action dimensions. With "tanh" the log-prob is that of the squashed action and
-        the entropy is the Gaussian's (the squashed one has no closed form; SAC and SB3 do the same).
+        Box: sums over the action dimensions. With "clip" both are the Gaussian's (the env's clipping is not
+        part of the policy, as in SB3). With "tanh" both are those of the squashed action the env got:
+
+            log π(a) = log N(u; μ, σ) - Σ log(1 - tanh(u)²) - Σ log((high - low)/2)
+            H(a)     = H(N(μ, σ)) + E_u[Σ log(1 - tanh(u)²)] + Σ log((high - low)/2)
+
+        The squashed entropy has no closed form; the expectation is estimated with the stored sample,
+        reparameterised as u = μ + σ·ε with ε = (u - μ)/σ held fixed, so its gradient reaches μ and σ
+        (an unbiased one-sample estimate of the entropy and of its gradient). The Gaussian's entropy alone
+        (what SAC-style code often uses) grows with σ without bound, while the squashed action's entropy
+        falls once the mass piles onto the bounds: its bonus would push σ up forever.
         """
         if not self.continuous:
             log_p = torch.log_softmax(out, dim=-1)
@@ -98,9 +113,16 @@ class ActionDist:
         mean, log_std = out[:, : self.n], out[:, self.n :].clamp(LOG_STD_MIN, LOG_STD_MAX)
         z = (actions - mean) * torch.exp(-log_std)
         log_prob = (-0.5 * z.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)
-        if self.squash == "tanh":
-            half_range = torch.tensor(self.high, dtype=out.dtype).sub(torch.tensor(self.low)).mul(0.5)
-            log_prob = log_prob - (torch.log(1.0 - torch.tanh(actions).pow(2) + _TANH_EPS)).sum(-1)
-            log_prob = log_prob - torch.log(half_range).sum()
         entropy = (log_std + 0.5 + _HALF_LOG_2PI).sum(-1)
+        if self.squash == "tanh":
+            log_half_range = self._log_half_range.to(out.dtype)
+            log_prob = log_prob - log_tanh_jacobian(actions).sum(-1) - log_half_range
+            u = mean + torch.exp(log_std) * z.detach()  # == actions, with a path to μ and σ
+            entropy = entropy + log_tanh_jacobian(u).sum(-1) + log_half_range
         return log_prob, entropy
+
+    @cached_property
+    def _log_half_range(self) -> torch.Tensor:
+        """Σ log((high - low)/2) over the action dimensions: the affine part of the squash's Jacobian."""
+        half_range = (torch.tensor(self.high, dtype=torch.float64) - torch.tensor(self.low)) * 0.5
+        return torch.log(half_range).sum()

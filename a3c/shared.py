@@ -102,6 +102,8 @@ class SharedRMSprop(SharedOptimizer):
     The update is torch.optim.RMSprop's (not centered, no momentum): θ ← θ − lr · g / (√E[g²] + eps).
     """
 
+    # eps 1e-5 and alpha 0.99 are Stable-Baselines3 A2C's RMSprop settings (its ``rms_prop_eps``); torch's
+    # RMSprop default of 1e-8, or Adam's, makes the first steps near sign updates: √E[g²] is tiny then.
     def __init__(
         self, params: Iterable[nn.Parameter], lr: float = 7e-4, alpha: float = 0.99, eps: float = 1e-5
     ):
@@ -126,12 +128,16 @@ class SharedRMSprop(SharedOptimizer):
                 p.addcdiv_(p.grad, square_avg.sqrt().add_(group["eps"]), value=-group["lr"])
 
 
-def make_optimizer(name: str, params: Iterable[torch.Tensor], lr: float, eps: float) -> SharedOptimizer:
-    """The shared optimizer called ``name`` ("adam" or "rmsprop")."""
+def make_optimizer(
+    name: str, params: Iterable[torch.Tensor], lr: float, eps: float | None = None
+) -> SharedOptimizer:
+    """The shared optimizer called ``name`` ("adam" or "rmsprop"); ``eps`` None: that optimizer's own default
+    (Adam 1e-8 as in Kingma & Ba and torch; RMSprop 1e-5 as in Stable-Baselines3's A2C)."""
+    kwargs = {} if eps is None else {"eps": eps}
     if name == "adam":
-        return SharedAdam(params, lr=lr, eps=eps)
+        return SharedAdam(params, lr=lr, **kwargs)
     if name == "rmsprop":
-        return SharedRMSprop(params, lr=lr, eps=eps)
+        return SharedRMSprop(params, lr=lr, **kwargs)
     raise ValueError(f"optimizer: {name!r} is not one of adam, rmsprop")
 
 

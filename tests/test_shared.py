@@ -9,7 +9,9 @@ import pytest
 import torch
 from torch import nn
 
+from a3c.config import Config
 from a3c.flat import attach_flat_grad, flat_view, flatten_parameters
+from a3c.learner import build_shared
 from a3c.shared import (
     Counters,
     SharedAdam,
@@ -21,6 +23,7 @@ from a3c.shared import (
     shared_tensors,
 )
 from a3c.update import compute_gradients, hand_off_gradients, pull_weights
+from envs import Spaces
 
 try:  # the spawned child imports its target by module name; this works whether or not tests/ is a package
     from tests import _shared_child
@@ -117,6 +120,17 @@ def test_make_optimizer_names():
     assert rms.param_groups[0]["lr"] == 0.03 and rms.param_groups[0]["eps"] == 1e-6
     with pytest.raises(ValueError, match="sgd"):
         make_optimizer("sgd", model.parameters(), lr=0.1, eps=1e-8)
+
+
+@pytest.mark.parametrize("name, eps", [("adam", 1e-8), ("rmsprop", 1e-5)])
+def test_each_optimizer_keeps_its_own_eps_unless_the_config_sets_one(name, eps):
+    # The run's optimizer as the trainer builds it from a config that leaves optimizer_eps alone: RMSprop
+    # with Adam's 1e-8 took near sign steps at first (√E[g²] ≈ |g|·0.1 after one step).
+    spaces = Spaces((4,), 2)
+    _, optimizer = build_shared(Config(env_id="CartPole-v1", optimizer=name), spaces)
+    assert optimizer.param_groups[0]["eps"] == eps
+    _, optimizer = build_shared(Config(env_id="CartPole-v1", optimizer=name, optimizer_eps=0.1), spaces)
+    assert optimizer.param_groups[0]["eps"] == 0.1
 
 
 # -- (c): state is created eagerly, in shared memory ---------------------------------------------------------
