@@ -119,12 +119,14 @@ def play_policy(
 
 
 def saved_best(path: Path) -> float:
-    """The mean return recorded in an existing best.pt (-inf when there is none or it cannot be read): a
-    resumed run or a restarted evaluator may have a best.pt newer than the best it was told about."""
+    """The selection mean recorded in an existing best.pt (-inf when there is none or it cannot be read): a
+    resumed run or a restarted evaluator may have a best.pt newer than the best it was told about. A best.pt
+    from before ``selection_mean`` existed gives its ``mean_return``."""
     if not path.is_file():
         return -float("inf")
     try:
-        return float(load_checkpoint(path)["mean_return"])
+        data = load_checkpoint(path)
+        return float(data.get("selection_mean", data["mean_return"]))
     except (BadInput, KeyError, TypeError, ValueError):
         return -float("inf")
 
@@ -140,7 +142,8 @@ class Evaluator:
         seed: this evaluator's seed stream.
         start_time: ``time.time()`` at the start of the run.
         spaces: the env's spaces, saved in best.pt so ``a3c evaluate`` can rebuild the model.
-        best_mean: the best mean return so far; best.pt is only replaced by a better one.
+        best_mean: the best selection mean so far (the mean of the first ``eval_episodes`` episodes of an
+            evaluation); best.pt is only replaced by a better one.
         obs_stats: the workers' shared observation statistics (``config.obs_norm``); each evaluation
             normalises with a snapshot of them, which best.pt keeps.
     """
@@ -192,6 +195,11 @@ class Evaluator:
             return None
         wall_time = time.time() - self.start_time
         mean = float(returns.mean())
+        # best.pt compares like with like: the mean of the first eval_episodes episodes, which every
+        # evaluation plays the same way. A confirmed evaluation's mean is over eval_episodes +
+        # confirm_episodes episodes (10 vs 110 by default): a mean over fewer episodes is noisier, so
+        # comparing the two would favour unconfirmed luck over a confirmed policy, or the other way round.
+        selection = float(returns[: self.config.eval_episodes].mean())
         row = (
             round(wall_time, 3),
             global_step,
@@ -204,8 +212,8 @@ class Evaluator:
             len(returns),
         )
         self.log.write(row)
-        if mean > self.best_mean:
-            self.best_mean = mean
+        if selection > self.best_mean:
+            self.best_mean = selection
             try:
                 save_checkpoint(
                     self.run_dir / "checkpoints" / "best.pt",
@@ -218,6 +226,8 @@ class Evaluator:
                         "updates": updates,
                         "wall_time": wall_time,
                         "mean_return": mean,
+                        "selection_mean": selection,
+                        "selection_episodes": self.config.eval_episodes,
                     },
                 )
             except OSError as exc:  # a full disk should not end the run; the previous best.pt stays

@@ -66,6 +66,43 @@ def attach_flat_grad(model: nn.Module, flat: torch.Tensor) -> torch.Tensor:
     return grad
 
 
+class GradViewGuard:
+    """Checks, cheaply, that every parameter's ``.grad`` is still the view ``attach_flat_grad`` gave it.
+
+    One ``zero_grad()`` (``set_to_none=True`` by default in torch 2.x) or a ``.grad = ...`` anywhere would
+    detach them: backward would then fill fresh tensors while the flat buffer that is clipped and handed to
+    the shared optimizer stays zero, and every update would silently be a momentum-only step. One
+    ``data_ptr`` comparison per parameter (about 0.2 µs each) per update makes that a loud error instead.
+    """
+
+    def __init__(self, model: nn.Module, grad: torch.Tensor):
+        self.params = list(model.parameters())
+        self.expected = [self._ptr(p) for p in self.params]
+        if self.expected != [grad.data_ptr() + o * grad.element_size() for o in self._offsets()]:
+            raise ValueError("the model's .grad tensors are not views into the flat gradient buffer")
+
+    def _offsets(self) -> list[int]:
+        offsets, offset = [], 0
+        for p in self.params:
+            offsets.append(offset)
+            offset += p.numel()
+        return offsets
+
+    @staticmethod
+    def _ptr(p: torch.Tensor) -> int:
+        return 0 if p.grad is None else p.grad.data_ptr()
+
+    def check(self) -> None:
+        """Raise RuntimeError, naming the parameters, if any ``.grad`` no longer views the flat buffer."""
+        if [self._ptr(p) for p in self.params] != self.expected:
+            moved = [i for i, p in enumerate(self.params) if self._ptr(p) != self.expected[i]]
+            raise RuntimeError(
+                f"parameters {moved} no longer have their .grad in the flat gradient buffer (a zero_grad() "
+                "or a .grad assignment detached them); the update would apply a zero gradient. Zero the "
+                "flat buffer in place instead (a3c/flat.py attach_flat_grad)"
+            )
+
+
 def clip_flat_grad(grad: torch.Tensor, max_norm: float) -> float:
     """Scale ``grad`` in place to an L2 norm of at most ``max_norm`` (≤ 0: no clip); return the norm before.
 

@@ -15,10 +15,10 @@ from torch import nn
 
 from a3c.config import Config
 from a3c.conv_model import ConvActorCritic
-from a3c.flat import attach_flat_grad, clip_flat_grad, flat_view, flatten_parameters
+from a3c.flat import GradViewGuard, attach_flat_grad, clip_flat_grad, flat_view, flatten_parameters
 from a3c.mlp_grad import MlpGradient
 from a3c.model import ActorCritic
-from a3c.normalize import RewardScaler
+from a3c.normalize import RewardScaler, SharedObsStats
 from a3c.policy import make_policy
 from a3c.rollout import Episode, ObsNormalizer, RolloutCollector, action_dist
 from a3c.shared import SharedOptimizer, make_optimizer
@@ -77,6 +77,8 @@ class Learner:
         policy_version: the number of updates applied to the shared model so far (all workers); the policy
             lag of an update is how much it grew between this worker's weight pull and its own step.
         normalizer: the observation normaliser (``config.obs_norm``), feeding and reading the shared stats.
+        reward_stats: this worker's writer of the run's shared return statistics (``config.reward_scale``);
+            None: private ones (the Ray backend), which a checkpoint does not keep.
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class Learner:
         seed: int,
         policy_version: Callable[[], int] = lambda: 0,
         normalizer: ObsNormalizer | None = None,
+        reward_stats: ObsNormalizer | None = None,
     ):
         self.config = config
         self.policy_version = policy_version
@@ -101,10 +104,14 @@ class Learner:
         self.local_model = copy.deepcopy(shared_model)
         self.local_flat = flatten_parameters(self.local_model)
         self.local_grad = attach_flat_grad(self.local_model, self.local_flat)
+        self.grad_guard = GradViewGuard(self.local_model, self.local_grad)
         torch.manual_seed(seed)
         envs = make_vector_env(config.env_id, config.envs_per_worker, training=True)
         self.dist = action_dist(envs.single_action_space, config.squash)
-        reward_scale = RewardScaler(envs.num_envs, config.gamma) if config.reward_scale else None
+        reward_scale = None
+        if config.reward_scale:
+            stats = reward_stats or SharedObsStats((), 1, shared=False).writer(0)
+            reward_scale = RewardScaler(envs.num_envs, config.gamma, stats)
         self.collector = RolloutCollector(envs, config.t_max, seed, self.dist, normalizer, reward_scale)
         self.policy = make_policy(self.local_model, envs.num_envs)
         # The closed-form numpy gradient covers the categorical MLP; everything else takes autograd.
@@ -124,6 +131,7 @@ class Learner:
         else:
             loss = segment_loss(self.local_model, *loss_args, self.dist)
             grad_norm = compute_gradients(loss.total, self.local_grad, cfg.max_grad_norm)
+        self.grad_guard.check()  # DESIGN invariant 2: the gradient handed off is this update's
         # One NaN/inf gradient would poison the shared weights and moments of every worker: skip that step.
         if math.isfinite(grad_norm):
             hand_off_gradients(self.local_grad, self.shared_flat)

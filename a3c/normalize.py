@@ -105,9 +105,9 @@ class SharedObsStats:
     and normalise one segment with slightly torn statistics, which the next segment's read corrects.
     """
 
-    def __init__(self, shape: tuple[int, ...], writers: int):
+    def __init__(self, shape: tuple[int, ...], writers: int, shared: bool = True):
         self.shape = tuple(shape)
-        self.slots = [RunningMeanStd(self.shape, shared=True, epsilon=0.0) for _ in range(writers + 1)]
+        self.slots = [RunningMeanStd(self.shape, shared=shared, epsilon=0.0) for _ in range(writers + 1)]
 
     def merged(self) -> RunningMeanStd:
         """A private snapshot of all slots merged (with a small prior, so it is defined when empty)."""
@@ -160,19 +160,29 @@ class ObsNormalizer:
 
 
 class RewardScaler:
-    """Per-env reward scaling (as SB3's VecNormalize norm_reward): divide each reward by the std of a running
-    estimate of the discounted return; the return of env i resets at its episode end."""
+    """Reward scaling (as SB3's VecNormalize norm_reward): divide each reward by the std of a running
+    estimate of the discounted return; the return of env i resets at its episode end.
 
-    def __init__(self, num_envs: int, gamma: float, clip: float = 10.0, epsilon: float = 1e-8):
+    The return statistics are a writer of ``SharedObsStats`` of shape (): the run's workers share them, as
+    they share the critic whose targets they scale, and a checkpoint keeps them (``reward_stats``), so the
+    critic's units do not jump at a resume. Like the observation statistics they stay fixed within a segment:
+    ``flush()`` at each segment's end merges this worker's returns and takes the newest of all workers.
+    """
+
+    def __init__(self, num_envs: int, gamma: float, stats: ObsNormalizer, clip: float = 10.0, epsilon=1e-8):
         self.gamma, self.clip, self.epsilon = gamma, clip, epsilon
         self.ret = np.zeros(num_envs, dtype=np.float64)  # [num_envs] discounted return so far, per env
-        self.stats = RunningMeanStd(())
+        self.stats = stats
 
     def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
         """Scale rewards [B] -> float32 [B] in [-clip, clip]; ``dones`` [B] bool: the episode ended here."""
         rewards = np.asarray(rewards, dtype=np.float64)
         self.ret = self.ret * self.gamma + rewards
-        self.stats.update(self.ret)
-        scaled = np.clip(rewards / np.sqrt(self.stats._var + self.epsilon), -self.clip, self.clip)
+        self.stats.observe(self.ret)
+        scaled = np.clip(rewards / np.sqrt(self.stats.current._var + self.epsilon), -self.clip, self.clip)
         self.ret[np.asarray(dones, dtype=bool)] = 0.0  # after the update: the final step's return counts
         return scaled.astype(np.float32)
+
+    def flush(self) -> None:
+        """End of a segment: share this worker's returns and scale the next segment by all workers' stats."""
+        self.stats.flush()

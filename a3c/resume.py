@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,8 @@ from a3c.runs import load_checkpoint
 from a3c.shared import SharedOptimizer
 
 # Fields that fix the shape of the model or the optimizer state: a resume may not change them.
-# The model kind, the action squashing and the observation normalisation too: a model trained with them
-# means something else without them.
+# The model kind, the action squashing, the observation normalisation and the reward scaling too: a model
+# trained with them means something else without them (reward scaling sets the critic's units).
 SHAPE_FIELDS = (
     "env_id",
     "hidden_sizes",
@@ -28,6 +29,7 @@ SHAPE_FIELDS = (
     "gaussian_std",
     "squash",
     "obs_norm",
+    "reward_scale",
 )
 _DEFAULTS = Config(env_id="-")  # a checkpoint from before a field existed had its default
 
@@ -145,3 +147,19 @@ def trim_csv(path: Path, max_step: int, max_wall: float) -> int:
         csv.writer(f).writerows([header, *kept])
     tmp.replace(path)
     return len(kept)
+
+
+def restore_reward_stats(stats: SharedObsStats, state: dict[str, Any] | None, source: str) -> None:
+    """Continue the return statistics of the reward scaling, in place; a checkpoint from before they were
+    saved starts them afresh, with a warning (the critic's targets change units until they settle)."""
+    if state is None:
+        print(
+            f"warning: {source} has no reward statistics (saved since a3c 0.1.0's trust fixes); "
+            "reward scaling starts afresh",
+            file=sys.stderr,
+        )
+        return
+    try:
+        stats.load_state_dict(state)
+    except ValueError as exc:
+        raise BadInput(f"checkpoint: {source} has reward statistics that do not fit ({exc})") from None

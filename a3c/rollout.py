@@ -76,6 +76,13 @@ class ObsNormalizer(Protocol):
     def flush(self) -> None: ...
 
 
+class RewardScale(Protocol):
+    """What the collector needs of a reward scaler (``a3c.normalize.RewardScaler``)."""
+
+    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray: ...
+    def flush(self) -> None: ...
+
+
 def action_dist(space: gym.Space, squash: str = "clip") -> ActionDist:
     """The ``ActionDist`` of an env's (single) action space."""
     if isinstance(space, gym.spaces.Discrete):
@@ -94,7 +101,8 @@ class RolloutCollector:
         seed: seeds the envs (env i gets ``seed + i``) and the action sampler.
         dist: the action distribution (default: from the env's action space, clipped Box actions).
         normalizer: normalises observations (and sees every raw one); None: observations as they come.
-        reward_scale: maps (rewards [B], episode ended [B]) → the rewards the learner sees; None: raw.
+        reward_scale: maps (rewards [B], episode ended [B]) → the rewards the learner sees, with a
+            ``flush()`` at each segment's end; None: raw.
 
     Discrete actions are sampled with the Gumbel-max trick, argmax(logits + Gumbel noise), which draws exactly
     from softmax(logits): no softmax, no torch Distribution (~130 µs per step); the noise for a whole segment
@@ -108,7 +116,7 @@ class RolloutCollector:
         seed: int,
         dist: ActionDist | None = None,
         normalizer: ObsNormalizer | None = None,
-        reward_scale: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+        reward_scale: RewardScale | None = None,
     ):
         self.envs = envs
         self.num_envs = envs.num_envs
@@ -189,6 +197,8 @@ class RolloutCollector:
                 self.raw_obs = np.array(obs)
                 self.obs = self._prepare(self.raw_obs)
         seg.next_obs[:] = self.obs
+        if self.reward_scale is not None:
+            self.reward_scale.flush()
         if self.normalizer is not None:
             # The stats stay fixed within a segment (its bootstrap included); between segments this worker's
             # observations go to the shared stats and the next segment takes the newest of all workers.

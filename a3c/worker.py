@@ -81,6 +81,7 @@ def worker_main(
     seed: int,
     start_time: float,
     obs_stats: SharedObsStats | None = None,
+    reward_stats: SharedObsStats | None = None,
 ) -> None:
     """Process target of worker ``worker_id``: records go to ``conn`` (its own pipe to the trainer); on any
     error it sends the traceback and exits 1."""
@@ -88,7 +89,10 @@ def worker_main(
     learner = None
     try:
         normalizer = None if obs_stats is None else obs_stats.writer(worker_id)
-        learner = Learner(config, shared_model, optimizer, seed, lambda: counters.total_updates, normalizer)
+        rewards = None if reward_stats is None else reward_stats.writer(worker_id)
+        learner = Learner(
+            config, shared_model, optimizer, seed, lambda: counters.total_updates, normalizer, rewards
+        )
         window = MetricsWindow(worker_id)
         run_learner(
             worker_id, learner, counters, stop, conn.send, start_time, window, should_exit=guard.should_exit

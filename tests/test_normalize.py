@@ -189,30 +189,70 @@ def test_load_state_dict_names_the_bad_key_and_changes_nothing():
 # -- 6: reward scaling -------------------------------------------------------------------------------------
 
 
+def reward_scaler(num_envs: int, gamma: float, clip: float, writers: int = 1, index: int = 0):
+    """A scaler on writer ``index`` of fresh return statistics shared by ``writers`` (and those stats)."""
+    stats = SharedObsStats((), writers, shared=False)
+    return RewardScaler(num_envs, gamma, stats.writer(index), clip=clip), stats
+
+
 def test_reward_scaler_matches_a_hand_computed_reference_with_resets():
-    gamma, prior = 0.5, 1e-4  # prior: RunningMeanStd's default epsilon count, mean 0, var 1
+    gamma, prior = 0.5, 1e-4  # prior: the merged snapshot's epsilon count, mean 0, var 1
     dones = [[False, False], [True, False], [False, False], [False, True], [False, False]]
     # Returns of a constant reward 1 by hand: ret = 0.5 * ret + 1, zeroed after a done step.
     returns = [[1.0, 1.0], [1.5, 1.5], [1.0, 1.75], [1.5, 1.875], [1.75, 1.0]]
-    scaler = RewardScaler(num_envs=2, gamma=gamma, clip=1000.0)  # no clipping: step 0's var is ~1e-4
+    scaler, _ = reward_scaler(num_envs=2, gamma=gamma, clip=1000.0)
     seen: list[float] = []
     for done, ret in zip(dones, returns, strict=True):
         scaled = scaler(np.ones(2), np.array(done))
-        seen += ret
-        # Variance of the prior pooled with every return so far: E[x^2] - E[x]^2 over the weighted union.
+        # A one-step segment: the scale is that of every return before this step (the prior at first).
         n = prior + len(seen)
         mean = sum(seen) / n
         var = (prior * 1.0 + sum(x * x for x in seen)) / n - mean**2
         assert scaled.dtype == np.float32 and scaled.shape == (2,)
         np.testing.assert_allclose(scaled, 1.0 / np.sqrt(var + 1e-8), rtol=1e-6)
+        scaler.flush()
+        seen += ret
     np.testing.assert_array_equal(scaler.ret, [1.75, 1.0])
+
+
+def test_reward_scale_is_fixed_within_a_segment_and_shared_by_the_workers_after_it():
+    a, stats = reward_scaler(num_envs=2, gamma=0.9, clip=1000.0, writers=2, index=0)
+    b = RewardScaler(2, 0.9, stats.writer(1), clip=1000.0)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        a(rng.normal(size=2) * 5, np.zeros(2, bool))
+    rewards = np.array([1.0, -2.0])
+    still_the_prior = a(rewards, np.zeros(2, bool))
+    np.testing.assert_array_equal(still_the_prior, rewards.astype(np.float32))
+    a.flush()
+    b.flush()  # b saw nothing itself, yet now scales by the returns worker a shared
+    scale = 1.0 / np.sqrt(stats.merged().var.item() + 1e-8)
+    assert stats.merged().count.item() > 8 and abs(scale - 1.0) > 0.1
+    np.testing.assert_allclose(b(rewards, np.zeros(2, bool)), rewards * scale, rtol=1e-6)
+
+
+def test_reward_statistics_round_trip_through_a_checkpoint_state():
+    # What a resume needs: the saved merged statistics, loaded into a new run's slots, scale alike.
+    a, stats = reward_scaler(num_envs=3, gamma=0.99, clip=1000.0)
+    for _ in range(50):
+        a(np.random.default_rng(1).normal(size=3) * 10, np.zeros(3, bool))
+    a.flush()
+    restored = SharedObsStats((), 4, shared=False)
+    restored.load_state_dict(stats.state_dict())
+    b = RewardScaler(3, 0.99, restored.writer(2), clip=1000.0)
+    rewards = np.array([1.0, 2.0, -3.0])
+    np.testing.assert_allclose(b(rewards, np.zeros(3, bool)), a(rewards, np.zeros(3, bool)), rtol=1e-6)
 
 
 def test_reward_scaler_on_a_long_constant_stream_is_finite_and_clipped():
     clip = 5.0
-    scaler = RewardScaler(num_envs=3, gamma=0.5, clip=clip)
+    scaler, _ = reward_scaler(num_envs=3, gamma=0.5, clip=clip)
     # The return converges to 2, so its variance shrinks towards 0 and 1/std grows until clipping bites.
-    out = np.array([scaler(np.ones(3), np.zeros(3, dtype=bool)) for _ in range(300)])
+    out = []
+    for _ in range(300):
+        out.append(scaler(np.ones(3), np.zeros(3, dtype=bool)))
+        scaler.flush()
+    out = np.array(out)
     assert np.isfinite(out).all() and out.dtype == np.float32
     assert np.abs(out).max() <= clip
     assert (out[-1] == np.float32(clip)).all()
