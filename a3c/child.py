@@ -50,5 +50,6 @@ def set_process_name(name: str) -> None:
 
 def format_error(traceback_text: str, limit: int = 3000) -> str:
     """The tail of a traceback, short enough that its message is one atomic pipe write (< 4 KiB): a child
-    killed mid-message can then never leave a half record that blocks the trainer's read."""
+    killed right after a failure still delivers it whole. (A half record never blocks the trainer, which
+    decodes only whole records: a3c/supervisor.py RecordReader.)"""
     return traceback_text if len(traceback_text) <= limit else "...\n" + traceback_text[-limit:]

@@ -2,14 +2,19 @@
 
 Each child writes its records to a pipe of its own (one writer, no lock), so a child killed at any instant
 cannot leave a lock held that would block the others, as a shared queue could; a message it could not
-finish only ends that pipe (EOF), since the trainer holds no copy of the write end.
+finish only ends that pipe (EOF), since the trainer holds no copy of the write end. The trainer reads each
+pipe without blocking (``RecordReader``) and decodes a record only once all its bytes have arrived, so a child
+stopped in the middle of a large record (SIGSTOP, a debugger, swapped out) cannot block supervision: it just
+stops beating and is killed as hung.
 A child that dies, or stops beating for ``hang_timeout`` seconds, is restarted with a fresh seed stream,
 up to ``max_restarts`` times within ``RESTART_WINDOW_S``; past that the run fails with its last error.
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import struct
 import sys
 import time
 import traceback
@@ -17,6 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from a3c.records import ErrorRecord
@@ -25,6 +31,83 @@ from a3c.shared import Heartbeats
 RESTART_WINDOW_S = 600.0
 STARTUP_TIMEOUT_S = 120.0  # a child's first heartbeat comes after its imports: slow on a loaded machine
 RECV_MAX = 200  # records taken from one child per poll, so one flooding child cannot starve supervision
+RECV_MAX_BYTES = 16 << 20  # bytes read from one child per poll, for the same reason with large records
+READ_CHUNK = 1 << 20  # at most one pipe's worth (64 KiB by default) is there per read anyway
+
+# Connection's framing (CPython 3.11 Lib/multiprocessing/connection.py, Connection._send_bytes and
+# _recv_bytes, checked against the 3.11.7 source on the dev machine): a 4-byte big-endian signed length, or
+# -1 followed by an 8-byte big-endian unsigned length for payloads over 0x7fffffff bytes; then the payload,
+# a ForkingPickler pickle (Connection.send / recv).
+_HEADER = struct.Struct("!i")
+_LONG_HEADER = struct.Struct("!Q")
+
+
+class RecordReader:
+    """The read end of a child's one-way pipe, read without ever blocking.
+
+    ``Connection.recv`` blocks until a whole message is there: after ``poll()`` saw its first bytes, a writer
+    stopped mid-message (SIGSTOP) would block the trainer forever, its hang timeout included. This reads
+    whatever bytes are available into a buffer and decodes a record only when all of it is buffered.
+    ``fileno()`` makes it a valid object for ``multiprocessing.connection.wait``.
+    """
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+        self.fd = connection.fileno()
+        os.set_blocking(self.fd, False)  # only the trainer holds this read end (spawn/forkserver children)
+        self.buffer = bytearray()
+        self.at_eof = False
+        self.bytes_read = 0
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def _whole(self) -> tuple[int, int] | None:
+        """(start, end) of the first record's payload in the buffer, or None until all of it has arrived."""
+        if len(self.buffer) < _HEADER.size:
+            return None
+        (size,) = _HEADER.unpack_from(self.buffer)
+        start = _HEADER.size
+        if size == -1:
+            if len(self.buffer) < start + _LONG_HEADER.size:
+                return None
+            (size,) = _LONG_HEADER.unpack_from(self.buffer, start)
+            start += _LONG_HEADER.size
+        return (start, start + size) if len(self.buffer) >= start + size else None
+
+    def pending(self) -> bool:
+        """Whether a whole record is buffered (then a wait on the pipe must not block)."""
+        return self._whole() is not None
+
+    def next(self, read_until: float = float("inf")) -> tuple[bool, Any]:
+        """``(True, record)`` for the next whole record; ``(False, None)`` when none is whole yet: nothing
+        more to read now, or ``bytes_read`` has reached ``read_until``.
+
+        Raises EOFError once the writer is gone and no whole record is left; a record it did not finish
+        (killed mid-write) is dropped, as ``Connection.recv`` would have raised on it.
+        """
+        while True:
+            frame = self._whole()
+            if frame is not None:
+                start, end = frame
+                payload = bytes(self.buffer[start:end])
+                del self.buffer[:end]
+                return True, ForkingPickler.loads(payload)
+            if self.at_eof:
+                self.buffer.clear()
+                raise EOFError
+            if self.bytes_read >= read_until:
+                return False, None
+            try:
+                chunk = os.read(self.fd, READ_CHUNK)
+            except BlockingIOError:  # the pipe is empty for now: the rest of a record may come later
+                return False, None
+            self.at_eof = not chunk
+            self.buffer += chunk
+            self.bytes_read += len(chunk)
+
+    def close(self) -> None:
+        self.connection.close()
 
 
 @dataclass
@@ -41,7 +124,7 @@ class ChildSpec:
 class Child:
     spec: ChildSpec
     process: Any = None
-    reader: Connection | None = None
+    reader: RecordReader | None = None
     started: int = 0
     started_at: float = 0.0
     recent_restarts: deque = field(default_factory=deque)
@@ -95,7 +178,7 @@ class Supervisor:
         finally:
             signal.signal(signal.SIGINT, previous)
         writer.close()
-        child.process, child.reader, child.last_error = process, reader, None
+        child.process, child.reader, child.last_error = process, RecordReader(reader), None
         child.started += 1
 
     def start_all(self) -> None:
@@ -103,15 +186,24 @@ class Supervisor:
             self._start(child)
 
     def _receive(self, child: Child, limit: int | None) -> None:
+        """Deliver the whole records ``child`` has sent, at most ``limit`` (and RECV_MAX_BYTES read) unless
+        None; never waits for the rest of a record (see RecordReader)."""
         taken = 0
+        if child.reader is None:
+            return
+        read_until = float("inf") if limit is None else child.reader.bytes_read + RECV_MAX_BYTES
         while child.reader is not None and (limit is None or taken < limit):
             try:
-                if not child.reader.poll():
-                    return
-                record = child.reader.recv()
+                got, record = child.reader.next(read_until)
             except (EOFError, OSError):  # the child is gone and its pipe is drained: stop watching it
                 child.reader.close()
                 child.reader = None
+                return
+            except Exception:  # a record that does not unpickle: a bug, and the run must not go on without it
+                if self.failure is None:
+                    self.failure = ErrorRecord("trainer", traceback.format_exc())
+                return
+            if not got:
                 return
             taken += 1
             if isinstance(record, ErrorRecord):
@@ -133,7 +225,8 @@ class Supervisor:
         sentinels = [
             c.process.sentinel for c in self.children if c.process is not None and c.process.is_alive()
         ]
-        wait(readers + sentinels, timeout=timeout)
+        # Records already buffered (left over from RECV_MAX) do not make their pipe readable: do not wait.
+        wait(readers + sentinels, timeout=0 if any(r.pending() for r in readers) else timeout)
         for child in self.children:
             self._receive(child, RECV_MAX)
         for child in self.children:

@@ -1,13 +1,22 @@
-"""Helpers for tests that run ``a3c`` as a real command: a subprocess with the repo on PYTHONPATH."""
+"""Helpers for tests that run ``a3c`` as a real command (a subprocess with the repo on PYTHONPATH), the guard
+for optional extras, and the leak check every test gets: no process and no /dev/shm segment left behind."""
 
 from __future__ import annotations
 
+import gc
+import importlib
 import json
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -76,23 +85,40 @@ def popen_a3c(*args: str, token: str = "") -> subprocess.Popen:
     )
 
 
-def descendants(pid: int) -> set[int]:
-    """PIDs of every live (non-zombie) descendant of ``pid``, read from /proc."""
+def process_parents() -> dict[int, int]:
+    """PID -> parent PID of every live (non-zombie) process, read from /proc (about 1 ms: raw reads, as the
+    leak check runs it twice per test)."""
     parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2 :].split()
-            if fields[0] != "Z":
-                parents[int(entry.name)] = int(fields[1])
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            stat = os.read(fd, 1024)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        state, ppid = stat[stat.rindex(b")") + 2 :].split(b" ", 2)[:2]
+        if state != b"Z":
+            parents[int(name)] = int(ppid)
+    return parents
+
+
+def descendants(pid: int, parents: dict[int, int] | None = None) -> set[int]:
+    """PIDs of every live (non-zombie) descendant of ``pid``, read from /proc."""
+    parents = process_parents() if parents is None else parents
+    children: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent, []).append(child)
     found: set[int] = set()
-    frontier = {pid}
+    frontier = [pid]
     while frontier:
-        frontier = {p for p, pp in parents.items() if pp in frontier} - found
-        found |= frontier
+        frontier = [c for p in frontier for c in children.get(p, ()) if c not in found]
+        found.update(frontier)
     return found
 
 
@@ -204,3 +230,142 @@ def end(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
     proc.stdout.close()
     proc.stderr.close()
+
+
+# -- optional extras ----------------------------------------------------------------------------------------
+
+REQUIRE_EXTRAS_VAR = "A3C_REQUIRE_EXTRAS"  # .ci/run sets it: there every extra is installed (make test)
+
+
+def require_extra(module: str, extra: str) -> ModuleType:
+    """Import ``module`` of the optional ``extra`` and return it. Where it cannot be imported (missing, or
+    broken: any error on import), skip with the install command; under ``A3C_REQUIRE_EXTRAS=1`` fail instead,
+    so that CI, which installs every extra, cannot pass by silently skipping a family of tests.
+    Works at module level (a whole test module) and inside a test."""
+    try:
+        return importlib.import_module(module)
+    except Exception as error:  # a broken install raises more than ImportError (e.g. a missing shared lib)
+        message = (
+            f"the {extra} extra is not usable (import {module}: {type(error).__name__}: {error}); "
+            f"install it: pip install -e '.[{extra}]' -c constraints.txt (make test installs it)"
+        )
+        if os.environ.get(REQUIRE_EXTRAS_VAR, "") not in ("", "0"):
+            pytest.fail(f"{message}; {REQUIRE_EXTRAS_VAR} is set, so this fails instead of skipping", False)
+        pytest.skip(message, allow_module_level=True)
+
+
+# -- leak check: every test, every module, the session ------------------------------------------------------
+
+LEAK_WAIT_S = {"function": 10.0, "module": 30.0, "session": 30.0}  # only spent while something is left;
+# 30 s at wider scopes: a Ray cluster's daemons take that long to exit after ray.shutdown()
+
+
+def multiprocessing_helpers() -> set[int]:
+    """This process's multiprocessing forkserver and resource tracker. Each is started once, by whichever
+    test first needs it, and serves the whole session (it exits with pytest): never a leak. The forkserver's
+    children, the processes tests start through it, are checked like any other."""
+    pids = {
+        getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None),
+        getattr(multiprocessing.resource_tracker._resource_tracker, "_pid", None),
+    }
+    return {pid for pid in pids if pid}
+
+
+def all_pids() -> set[int]:
+    """The PIDs in /proc: a snapshot cheap enough for every test (one directory listing)."""
+    return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+
+
+def new_processes(before: set[int]) -> set[int]:
+    """Live descendants of this process started since ``before`` (``all_pids()`` then) and owned by the scope
+    that took it: those whose ancestors up to this process are new too, this process itself, or a
+    multiprocessing helper. One below a process that was already there (a Ray cluster's raylet starting
+    worker processes, say) belongs to the wider scope that started that process, which checks it."""
+    me, helpers = os.getpid(), multiprocessing_helpers()
+    parents = process_parents()
+    owned = set()
+    for pid in descendants(me, parents) - before - helpers:
+        ancestor = parents.get(pid)
+        while ancestor is not None and ancestor != me and (ancestor not in before or ancestor in helpers):
+            ancestor = parents.get(ancestor)
+        if ancestor == me:
+            owned.add(pid)
+    return owned
+
+
+def shm_held_elsewhere(names: set[str], mine: set[int]) -> set[str]:
+    """Those of ``names`` (in /dev/shm) that a live process other than this one and ``mine`` has open or
+    mapped: in use by a wider scope's process or another test session on this machine, so not leaked."""
+    paths = {f"/dev/shm/{name}": name for name in names}
+    held: set[str] = set()
+    for pid in set(process_parents()) - mine - {os.getpid()}:
+        try:
+            links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        held |= {name for path, name in paths.items() if path in links or path in maps}
+    return held
+
+
+@contextmanager
+def no_leaks(scope: str) -> Iterator[None]:
+    """Fail unless every process and /dev/shm entry that appears inside the block is gone at its end, after
+    up to ``LEAK_WAIT_S[scope]`` s (garbage-collecting meanwhile: a semaphore is unlinked when its owner
+    object is collected). Costs two listings of /proc and of /dev/shm when no process was started; a PID
+    reused within the block (of 32768, one that existed before it) would go unnoticed."""
+    pids_before, shm_before = all_pids(), shm_entries()
+    yield
+    deadline = time.monotonic() + LEAK_WAIT_S[scope]
+    while True:
+        # No new PID at all (most unit tests): nothing to look for, without reading every /proc/PID/stat.
+        processes = new_processes(pids_before) if all_pids() - pids_before else set()
+        shm = shm_entries() - shm_before
+        if shm:
+            shm -= shm_held_elsewhere(shm, processes)
+        if not (processes or shm) or time.monotonic() > deadline:
+            break
+        gc.collect()
+        time.sleep(0.05)  # polling a condition under a deadline
+    problems = [f"processes left behind: {describe(processes)}"] if processes else []
+    for pid in processes:  # so that the next test starts clean and is not blamed
+        with suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    problems += [f"left in /dev/shm: {sorted(shm)}"] if shm else []
+    if problems:
+        pytest.fail(f"after the {scope}: " + "; ".join(problems), pytrace=False)
+
+
+def describe(pids: set[int]) -> str:
+    """PIDs with their command lines, for a readable failure."""
+    parts = []
+    for pid in sorted(pids):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            command = "?"
+        parts.append(f"{pid} ({command.strip()[:120]})")
+    return ", ".join(parts)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_leaks_in_session() -> Iterator[None]:
+    """Session-scoped fixtures (and whatever the whole run starts) leave nothing behind either."""
+    with no_leaks("session"):
+        yield
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_leaks_in_module() -> Iterator[None]:
+    """A module-scoped fixture's processes (a Ray cluster, say) may outlive each test but not the module. An
+    autouse fixture is set up before the other fixtures of its scope and torn down after them."""
+    with no_leaks("module"):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _no_leaks_in_test() -> Iterator[None]:
+    """No test leaves a process or /dev/shm entry behind; the check runs after the test's other fixtures are
+    torn down (``token`` also catches processes that left this process's tree, e.g. a killed trainer's)."""
+    with no_leaks("function"):
+        yield
