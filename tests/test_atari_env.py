@@ -9,7 +9,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-pytest.importorskip("ale_py", reason="the atari extra is not installed: pip install -e '.[atari]'")
+from tests.conftest import require_extra
+
+require_extra("ale_py", "atari")
 
 from gymnasium.wrappers import TransformReward  # noqa: E402
 
@@ -63,6 +65,7 @@ def test_v5_spec_has_no_step_limit_but_an_ale_frame_limit():
     assert spec.kwargs["repeat_action_probability"] == 0.25
 
 
+@pytest.mark.slow  # thousands of frames
 def test_pong_training_env_obs_and_clipped_rewards():
     env = make_atari("ALE/Pong-v5", training=True)
     try:
@@ -112,6 +115,7 @@ def first_big_reward(env: gym.Env, max_steps: int) -> float | None:
     return None
 
 
+@pytest.mark.slow  # thousands of frames
 def test_rewards_are_clipped_only_when_training():
     # Space Invaders scores 5..30 per alien: random play shoots one within a few hundred steps.
     env = make_atari("ALE/SpaceInvaders-v5", training=False)
@@ -142,6 +146,7 @@ def test_fire_reset_wraps_episodic_life():
     assert types.index(FireReset) < types.index(EpisodicLife)
 
 
+@pytest.mark.slow  # thousands of frames
 def test_episodic_life_continues_the_game_after_a_lost_life():
     env = make_atari("ALE/Breakout-v5", training=True)
     try:
@@ -257,27 +262,59 @@ def test_fire_reset_fires_and_retries_when_fire_ends_the_episode():
     assert inner.actions == [1, 1] and inner.resets == 2 and obs == 2
 
 
-def test_training_episodes_are_real_games_with_raw_scores():
+@pytest.mark.slow  # thousands of frames
+def test_training_episodes_are_real_games_with_raw_scores(monkeypatch):
     # The learner's episodes end at every lost life, with clipped rewards; episodes.csv must log the games.
+    # The truth is kept below every wrapper: AtariPreprocessing's raw rewards summed from one real reset to
+    # the next. Space Invaders scores 5..30 per alien and has 3 lives, so per-life or clipped sums differ.
     from a3c.rollout import RolloutCollector
     from envs import make_vector_env
 
-    envs = make_vector_env("ALE/Breakout-v5", 2, training=True)
+    games_of: list[list[tuple[float, float, int]]] = []  # per env: (raw score, clipped score, length)
+
+    class RawGames(atari.AtariPreprocessing):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.games, self.score, self.clipped, self.steps = [], 0.0, 0.0, 0
+            games_of.append(self.games)
+
+        def reset(self, **kwargs):
+            if self.steps:  # a real reset ends the game that was running
+                self.games.append((self.score, self.clipped, self.steps))
+            self.score, self.clipped, self.steps = 0.0, 0.0, 0
+            return super().reset(**kwargs)
+
+        def step(self, action):
+            result = super().step(action)
+            self.score += float(result[1])
+            self.clipped += float(np.sign(result[1]))
+            self.steps += 1
+            return result
+
+    monkeypatch.setattr(atari, "AtariPreprocessing", RawGames)
+    envs = make_vector_env("ALE/SpaceInvaders-v5", 2, training=True)
     try:
-        assert envs.reports_episodes
+        assert envs.reports_episodes and len(games_of) == 2
         collector = RolloutCollector(envs, 50, seed=0)
         rng = np.random.default_rng(0)
-        games, life_ends = [], 0
-        while len(games) < 3:
-            seg, finished = collector.collect(lambda o: rng.normal(size=(len(o), 4)).astype(np.float32))
-            games += finished
+        n = envs.single_action_space.n
+        logged: list[list[tuple[float, int]]] = [[], []]
+        life_ends = 0
+        while sum(map(len, logged)) < 2:
+            seg, finished = collector.collect(lambda o: rng.normal(size=(len(o), n)).astype(np.float32))
+            for game in finished:
+                logged[game.env_index].append((game.episode_return, game.length))
             life_ends += int((seg.terminated | seg.truncated).sum())
-        assert life_ends >= 3 * 4  # Breakout has 5 lives: several learner episodes per game
-        assert all(game.length > 100 for game in games)  # whole games, not single lives
     finally:
         envs.close()
+    for i in range(2):  # every logged episode is a whole game, with its raw score and its full length
+        assert logged[i] == [(score, steps) for score, _, steps in games_of[i][: len(logged[i])]], i
+    games = [game for per_env in games_of for game in per_env]
+    assert life_ends >= 2 * len(games)  # several learner episodes (lives) per game
+    assert any(score != clipped for score, clipped, _ in games)  # clipped sums would not have passed
 
 
+@pytest.mark.slow  # thousands of frames
 def test_eval_env_of_a_fire_game_fires_after_a_lost_life():
     env = make_atari("ALE/Breakout-v5", training=False)
     try:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
 from a3c.bench.harness import markdown, ours_throughput, summarize
-from tests.conftest import ROOT, run_a3c
+from tests.conftest import ROOT, require_extra
 
 
 def synthetic(ours_rate: float = 13_000.0) -> dict:
@@ -52,9 +53,14 @@ def test_summary_checks_every_target():
     assert "sync_every 1 (one run) | | 27,000 | 0.50 of local |" in table
 
 
-def test_bench_needs_sane_arguments():
-    result = run_a3c("bench", "--seeds", "0")
-    assert result.returncode == 2 and "--seeds: 0" in result.stderr
+def test_bench_needs_sane_arguments(capsys):
+    # In this process (tests/test_cli.py runs bad input as a real command once): one error line, exit 2.
+    from a3c.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--seeds", "0"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.startswith("error: --seeds: 0"), err
 
 
 @pytest.mark.slow
@@ -66,7 +72,7 @@ def test_our_throughput_run_reads_its_metrics(tmp_path):
 
 @pytest.mark.slow
 def test_peer_throughput_command_prints_one_json_result():
-    pytest.importorskip("stable_baselines3", reason="the bench extra (stable-baselines3) is not installed")
+    require_extra("stable_baselines3", "bench")
     out = subprocess.run(
         [sys.executable, "-m", "a3c.bench.sb3_peer", "throughput", "--envs", "4", "--seconds", "1",
          "--warmup", "0.5"],
@@ -77,11 +83,28 @@ def test_peer_throughput_command_prints_one_json_result():
 
 
 @pytest.mark.slow
-def test_breakdown_parts_add_up():
+def test_breakdown_parts_add_up(monkeypatch):
+    # The breakdown's "other" is its total minus its parts, so its parts always add up to its total; check
+    # both against each update's own wall time, measured here around Learner.update.
     from a3c.bench.breakdown import breakdown
+    from a3c.learner import Learner
 
-    parts = breakdown(seconds=1.0, warmup_updates=5)
-    named = [k for k in parts if k.endswith("_us") and k != "total_us"]
-    assert all(parts[k] >= 0 or k == "other_us" for k in named)
-    assert sum(parts[k] for k in named) == pytest.approx(parts["total_us"])
-    assert parts["env_step_us"] > 0 and parts["loss_and_gradient_us"] > 0 and parts["steps_per_s"] > 0
+    warmup, timed, real_update = 5, [], Learner.update
+
+    def update(self):
+        start = time.perf_counter()
+        result = real_update(self)
+        timed.append((time.perf_counter() - start, result.steps))
+        return result
+
+    monkeypatch.setattr(Learner, "update", update)
+    parts = breakdown(seconds=1.0, warmup_updates=warmup)
+    measured = timed[warmup:]
+    wall_us = sum(t for t, _ in measured) / sum(steps for _, steps in measured) * 1e6
+    assert parts["total_us"] == pytest.approx(wall_us, rel=0.1)
+    assert parts["steps_per_s"] == pytest.approx(1e6 / wall_us, rel=0.1)
+    named = [k for k in parts if k.endswith("_us") and k not in ("total_us", "other_us")]
+    assert all(parts[k] >= 0 for k in named), parts
+    # The timed parts cover most of an update and never more than all of it (no part counted twice).
+    assert 0.7 * wall_us <= sum(parts[k] for k in named) <= 1.02 * wall_us, (parts, wall_us)
+    assert parts["env_step_us"] > 0 and parts["loss_and_gradient_us"] > 0

@@ -18,7 +18,7 @@ def pendulum_trainer(run_dir: Path, resume: dict | None = None, **overrides) -> 
     """A serial Pendulum trainer with reward scaling (its preset's setting), a few hundred steps long."""
     info = inspect_env("Pendulum-v1")
     values = dict(env_id="Pendulum-v1", workers=1, envs_per_worker=2, t_max=8, reward_scale=True)
-    values |= dict(max_steps=800, eval_interval=60.0, target_return=None) | overrides
+    values |= dict(max_steps=320, eval_interval=60.0, eval_episodes=1, target_return=None) | overrides
     return Trainer(
         Config(**values).validate(), info, run_dir, serial=True, show_progress=False, resume=resume
     )
@@ -33,7 +33,7 @@ def test_reward_statistics_are_saved_and_continue_after_a_resume(tmp_path):
     # Every step of every env fed one discounted return into the statistics.
     assert float(saved["count"]) >= checkpoint["global_step"] - 2 * 8
     assert float(saved["var"]) > 0.0 and float(saved["var"]) != 1.0
-    second = pendulum_trainer(run_dir, resume=checkpoint, max_steps=1600)
+    second = pendulum_trainer(run_dir, resume=checkpoint, max_steps=640)
     resumed = second.reward_stats.merged()
     # The resumed workers scale by the same return statistics (not a fresh prior of var 1).
     torch.testing.assert_close(resumed.var, saved["var"], rtol=1e-3, atol=0)
@@ -45,7 +45,7 @@ def test_reward_statistics_are_saved_and_continue_after_a_resume(tmp_path):
 def test_a_checkpoint_is_one_instant_even_while_workers_write(tmp_path, monkeypatch):
     # A worker that steps while the checkpoint is being written (simulated inside the save) must not reach
     # the file: weights, optimizer moments, steps and counters are copied together before the save.
-    trainer = pendulum_trainer(tmp_path / "run", max_steps=400)
+    trainer = pendulum_trainer(tmp_path / "run", max_steps=160)
     assert trainer.run() == 0
     (flat,) = trainer.optimizer.param_groups[0]["params"]
     live_state = trainer.optimizer.state[flat]

@@ -34,13 +34,21 @@ def test_deprecated_or_malformed_id_is_env_setup_error(env_id):
 
 
 def test_make_env_seed_is_reproducible():
-    a, b = make_env("CartPole-v1", seed=3), make_env("CartPole-v1", seed=3)
+    # No seed in these resets: make_env's own seeding alone must decide the episodes that follow.
+    a, b, c = (make_env("CartPole-v1", seed=s) for s in (3, 3, 4))
+    reference = gym.make("CartPole-v1")
     try:
-        np.testing.assert_array_equal(a.reset(seed=3)[0], b.reset(seed=3)[0])
+        first = a.reset()[0]
+        np.testing.assert_array_equal(first, b.reset()[0])
+        assert not np.array_equal(first, c.reset()[0])  # another seed, another episode
+        reference.reset(seed=3)  # what make_env documents: one reset with the seed, then the user's
+        np.testing.assert_array_equal(first, reference.reset()[0])
+        # The action space is seeded too: 20 draws, so that a chance match cannot pass.
+        assert [a.action_space.sample() for _ in range(20)] == [b.action_space.sample() for _ in range(20)]
         assert a.spec.max_episode_steps == 500  # the time limit comes with the spec
     finally:
-        a.close()
-        b.close()
+        for env in (a, b, c, reference):
+            env.close()
 
 
 def test_tuple_observation_space_is_not_supported_yet():

@@ -81,6 +81,7 @@ def observe_in_child(stats: SharedObsStats, writer: int) -> None:
         normalizer.flush()
 
 
+@pytest.mark.slow  # spawns processes
 def test_shared_stats_merge_every_process_observations():
     ctx = multiprocessing.get_context("spawn")
     stats = SharedObsStats((3,), writers=2)

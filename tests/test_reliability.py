@@ -222,18 +222,36 @@ def test_resume_round_trip_is_bit_exact(tmp_path):
     run_dir = tmp_path / "run"
     first = serial_trainer(run_dir)
     assert first.run() == 0
+    # The first trainer's own final state, read from it (not from its checkpoint)...
+    final_model = {k: v.clone() for k, v in first.model.state_dict().items()}
+    (first_flat,) = first.optimizer.param_groups[0]["params"]
+    final_moments = {k: v.clone() for k, v in first.optimizer.state[first_flat].items()}
+    final_counts = (first.counters.total_steps, first.counters.total_updates, first.monitor.episodes)
+    final_rng = torch.get_rng_state()
     checkpoint = load_resume_checkpoint(run_dir)
+    # ... is what its last.pt holds ...
+    torch.testing.assert_close(checkpoint["model_state"], final_model, rtol=0, atol=0)
+    torch.testing.assert_close(checkpoint["optimizer_state"]["state"][0], final_moments, rtol=0, atol=0)
+    assert (checkpoint["global_step"], checkpoint["updates"], checkpoint["episodes"]) == final_counts
+    assert torch.equal(checkpoint["rng_state"], final_rng)
+
+    torch.manual_seed(first.config.seed)  # what a fresh Trainer seeds: the resume must replace it
+    fresh_rng = torch.get_rng_state()
+    assert not torch.equal(fresh_rng, final_rng)  # else the RNG check below could not fail
     second = serial_trainer(run_dir, resume=checkpoint, max_steps=1200)
-    saved_params = list(checkpoint["model_state"].values())
-    for live, saved in zip(second.model.state_dict().values(), saved_params, strict=True):
-        assert torch.equal(live, saved)
+    # ... and what the resumed trainer starts from.
+    torch.testing.assert_close(second.model.state_dict(), final_model, rtol=0, atol=0)
     (flat,) = second.optimizer.param_groups[0]["params"]  # one flat parameter (a3c/flat.py)
-    live, saved = second.optimizer.state[flat], checkpoint["optimizer_state"]["state"][0]
     for key in ("step", "exp_avg", "exp_avg_sq"):
-        assert torch.equal(live[key], saved[key]) and live[key].is_shared()
-    assert second.counters.total_steps == checkpoint["global_step"]
-    assert second.counters.total_updates == checkpoint["updates"]
-    assert second.monitor.episodes == data_rows(run_dir / "episodes.csv") == checkpoint["episodes"]
+        live = second.optimizer.state[flat][key]
+        assert torch.equal(live, final_moments[key]) and live.is_shared(), key
+    assert (
+        second.counters.total_steps,
+        second.counters.total_updates,
+        second.monitor.episodes,
+    ) == final_counts
+    assert final_counts[2] == data_rows(run_dir / "episodes.csv")
+    assert torch.equal(torch.get_rng_state(), final_rng)  # the torch RNG continues where it stopped
     assert second.run() == 0
     assert load_resume_checkpoint(run_dir)["global_step"] >= 1200
 

@@ -408,6 +408,7 @@ def test_state_dict_has_torch_layout():
     assert set(sd["state"][0]) == {"step", "exp_avg", "exp_avg_sq"}
 
 
+@pytest.mark.slow  # a fresh interpreter: a subprocess
 def test_building_the_shared_state_does_not_import_torch_dynamo():
     # torch.optim.Optimizer.__init__ imports torch._dynamo (2.5 s here): start-up must not pay for it.
     import subprocess
@@ -424,6 +425,7 @@ def test_building_the_shared_state_does_not_import_torch_dynamo():
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow  # spawns the writer
 def test_finite_check_sees_no_phantom_nan_while_a_worker_writes():
     # torch.isfinite on memory being written reports phantom NaNs (it reads each value twice); the trainer's
     # check reads a copy. Without the copy about half of these checks failed (measured).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import time
 
@@ -13,6 +14,7 @@ import torch
 
 from a3c.runs import EPISODE_COLUMNS, EVAL_COLUMNS
 from tests.conftest import (
+    ROOT,
     alive,
     data_rows,
     end,
@@ -22,8 +24,6 @@ from tests.conftest import (
     spawned_children,
     start_cartpole,
 )
-
-pytestmark = pytest.mark.slow
 
 SUMMARY_KEYS = {
     "env_id",
@@ -44,6 +44,43 @@ def header(path) -> tuple[str, ...]:
         return tuple(next(csv.reader(f)))
 
 
+def documented_files() -> dict[str, list[str]]:
+    """README's "The files a run leaves" block: each file's documented columns (or keys), in order.
+
+    An entry is a line ``  <name>   a, b,`` plus the deeper-indented lines that continue it.
+    """
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## The files a run leaves", 1)[1].split("```")[1]
+    entries: dict[str, str] = {}
+    name = None
+    for line in block.splitlines():
+        entry = re.match(r"  (\S+)\s+(.*)", line)
+        if entry:
+            name = entry.group(1)
+            entries[name] = entry.group(2)
+        elif name is not None and line.startswith("   "):
+            entries[name] += line.strip()
+    return {k: [c.strip() for c in v.split(",") if c.strip()] for k, v in entries.items()}
+
+
+def test_csv_headers_and_summary_keys_are_the_documented_ones(tmp_path):
+    # The README is the contract notebooks and users read: the files must match it column for column.
+    from a3c.config import Config
+    from a3c.trainer import Trainer
+    from envs import inspect_env
+
+    docs = documented_files()
+    assert docs["metrics.csv"][:3] == ["wall_time", "global_step", "worker"]  # the parse found the block
+    info = inspect_env("tests.testing_envs:FixedLength-v0")
+    config = Config(env_id=info.env_id, workers=1, eval_interval=0.2, max_steps=300).validate()
+    run_dir = tmp_path / "run"
+    assert Trainer(config, info, run_dir, serial=True, show_progress=False).run() == 0
+    for name in ("eval.csv", "episodes.csv", "metrics.csv"):
+        assert list(header(run_dir / name)) == docs[name], name
+    assert set(read_json(run_dir / "summary.json")) >= set(docs["summary.json"])
+
+
+@pytest.mark.slow
 def test_cartpole_solves_with_two_spawned_workers(run_dir, token):
     # The one wall-clock budget in the suite: a generous "does it learn at all" limit.
     args = "train --env CartPole-v1 --workers 2 --seed 0 --max-seconds 240 --quiet"
@@ -71,6 +108,7 @@ def test_cartpole_solves_with_two_spawned_workers(run_dir, token):
     assert report["episodes"] == 100 and report["mean_return"] >= 475, report
 
 
+@pytest.mark.slow
 def test_step_count_is_exact_with_two_spawned_workers(run_dir, token):
     # FixedLength-v0 truncates every episode after exactly 10 steps and t_max = 10, so every segment ends on
     # an episode boundary: the steps in episodes.csv must add up to the shared counters' total exactly.
@@ -89,6 +127,7 @@ def test_step_count_is_exact_with_two_spawned_workers(run_dir, token):
     assert all(n > 0 for n in last["worker_updates"].tolist())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("signum", "to_group", "code"),
     [(signal.SIGINT, True, 130), (signal.SIGTERM, False, 143), (signal.SIGTERM, True, 143)],
@@ -114,6 +153,7 @@ def test_signal_stops_within_5_s_and_leaves_no_child(run_dir, token, signum, to_
     assert (run_dir / "checkpoints" / "last.pt").is_file()
 
 
+@pytest.mark.slow
 def test_worker_failure_exits_1_naming_the_worker(run_dir, token):
     # No restarts allowed: the first crash ends the run (tests/test_reliability.py covers restarts).
     args = "train --env tests.testing_envs:Faulty-v0 --workers 2 --eval-interval 600 --set max_restarts=0"
@@ -126,6 +166,7 @@ def test_worker_failure_exits_1_naming_the_worker(run_dir, token):
     assert not left_behind(token)
 
 
+@pytest.mark.slow
 def test_serial_mode_runs_the_same_learner_in_process(run_dir, token):
     args = (
         "train --env tests.testing_envs:FixedLength-v0 --serial --max-steps 2000 --eval-interval 0.2 --quiet"

@@ -61,8 +61,35 @@ class HangingEnv(FixedLengthEnv):
         return result
 
 
+class OffsetObsEnv(gym.Env):
+    """Observations far from 0 and of very different scales per axis: ``OFFSET + SCALE * z``, z ~ N(0, 1).
+
+    Reward 1 when the action is ``z[0] > 0``: raw observations (or ones clipped after normalising with wrong
+    statistics) all look alike, so only a policy fed the properly normalised z plays it well. The
+    TimeLimit of its registration cuts every episode after 10 steps, so the best return is 10.
+    """
+
+    OFFSET = np.array([1000.0, -500.0, 50.0])
+    SCALE = np.array([1.0, 20.0, 0.1])
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def _observe(self) -> np.ndarray:
+        self.z = self.np_random.normal(size=3)
+        return (self.OFFSET + self.SCALE * self.z).astype(np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._observe(), {}
+
+    def step(self, action):
+        reward = float(int(action) == int(self.z[0] > 0))
+        return self._observe(), reward, False, False, {}
+
+
 for name, entry_point in [
     ("FixedLength-v0", FixedLengthEnv),
+    ("OffsetObs-v0", OffsetObsEnv),
     ("Faulty-v0", FaultyEnv),
     ("NaNReward-v0", NaNRewardEnv),
     ("Hanging-v0", HangingEnv),
