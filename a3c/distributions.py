@@ -124,5 +124,6 @@ class ActionDist:
     @cached_property
     def _log_half_range(self) -> torch.Tensor:
         """Σ log((high - low)/2) over the action dimensions: the affine part of the squash's Jacobian."""
-        half_range = (torch.tensor(self.high, dtype=torch.float64) - torch.tensor(self.low)) * 0.5
+        high, low = torch.tensor(self.high, dtype=torch.float64), torch.tensor(self.low, dtype=torch.float64)
+        half_range = (high - low) * 0.5
         return torch.log(half_range).sum()

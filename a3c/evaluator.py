@@ -118,17 +118,18 @@ def play_policy(
         envs.close()
 
 
-def saved_best(path: Path) -> float:
-    """The selection mean recorded in an existing best.pt (-inf when there is none or it cannot be read): a
-    resumed run or a restarted evaluator may have a best.pt newer than the best it was told about. A best.pt
-    from before ``selection_mean`` existed gives its ``mean_return``."""
+def saved_best(path: Path) -> tuple[float, float | None]:
+    """(selection mean, mean_return) of an existing best.pt ((-inf, None) when there is none or it cannot be
+    read): a resumed run or a restarted evaluator may have a best.pt newer than the best it was told about.
+    A best.pt from before ``selection_mean`` existed was chosen by its ``mean_return``."""
     if not path.is_file():
-        return -float("inf")
+        return -float("inf"), None
     try:
         data = load_checkpoint(path)
-        return float(data.get("selection_mean", data["mean_return"]))
+        mean = float(data["mean_return"])
+        return float(data.get("selection_mean", mean)), mean
     except (BadInput, KeyError, TypeError, ValueError):
-        return -float("inf")
+        return -float("inf"), None
 
 
 class Evaluator:
@@ -172,7 +173,9 @@ class Evaluator:
         self.dims = {"spaces": spaces.to_dict(), "obs_dim": spaces.obs_dim, "n_actions": spaces.n_actions}
         self.obs_stats = obs_stats
         self.obs_snapshot = None if obs_stats is None else RunningMeanStd(spaces.obs_shape)
-        self.best_mean = max(best_mean, saved_best(run_dir / "checkpoints" / "best.pt"))
+        saved_selection, saved_mean = saved_best(run_dir / "checkpoints" / "best.pt")
+        self.best_mean = max(best_mean, saved_selection)  # the selection mean best.pt was chosen by
+        self.best_return = saved_mean  # that evaluation's mean_return (eval.csv's value)
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
         # One vector env per episode count (evaluation, confirmation), built once and reset with new seeds.
         self.envs: dict[int, gym.vector.VectorEnv] = {}
@@ -197,8 +200,9 @@ class Evaluator:
         mean = float(returns.mean())
         # best.pt compares like with like: the mean of the first eval_episodes episodes, which every
         # evaluation plays the same way. A confirmed evaluation's mean is over eval_episodes +
-        # confirm_episodes episodes (10 vs 110 by default): a mean over fewer episodes is noisier, so
-        # comparing the two would favour unconfirmed luck over a confirmed policy, or the other way round.
+        # confirm_episodes episodes (10 vs 110 with the CartPole preset): a mean over fewer episodes is
+        # noisier, so comparing the two would favour unconfirmed luck over a confirmed policy, or the
+        # other way round.
         selection = float(returns[: self.config.eval_episodes].mean())
         row = (
             round(wall_time, 3),
@@ -213,7 +217,7 @@ class Evaluator:
         )
         self.log.write(row)
         if selection > self.best_mean:
-            self.best_mean = selection
+            self.best_mean, self.best_return = selection, mean
             try:
                 save_checkpoint(
                     self.run_dir / "checkpoints" / "best.pt",
@@ -233,7 +237,14 @@ class Evaluator:
             except OSError as exc:  # a full disk should not end the run; the previous best.pt stays
                 print(f"warning: could not save best.pt: {exc}", file=sys.stderr, flush=True)
         solved = target is not None and mean >= target
-        return EvalRecord(*row, cpu_s=self._cpu_s(), best_mean_return=self.best_mean, solved=solved)
+        best_return = self.best_mean if self.best_return is None else self.best_return
+        return EvalRecord(
+            *row,
+            cpu_s=self._cpu_s(),
+            best_mean_return=best_return,
+            solved=solved,
+            best_selection_mean=self.best_mean,
+        )
 
     # The three steps a remote evaluator (a3c/ray_backend.py) does elsewhere: where the weights and their
     # step stamps come from, where the episodes are played, and whose CPU time it was.

@@ -35,6 +35,14 @@ class RunningMeanStd:
                 t.share_memory_()
         self._make_views()
 
+    @classmethod
+    def over(cls, mean: torch.Tensor, var: torch.Tensor, count: torch.Tensor) -> RunningMeanStd:
+        """Statistics kept in existing float64 tensors (e.g. one slot's views into larger shared ones)."""
+        rms = cls.__new__(cls)
+        rms.shape, rms.mean, rms.var, rms.count = tuple(mean.shape), mean, var, count
+        rms._make_views()
+        return rms
+
     def _make_views(self) -> None:
         # numpy views of the tensors' memory: the per-step arithmetic on small arrays is cheaper in numpy.
         self._mean, self._var, self._count = self.mean.numpy(), self.var.numpy(), self.count.numpy()
@@ -107,7 +115,31 @@ class SharedObsStats:
 
     def __init__(self, shape: tuple[int, ...], writers: int, shared: bool = True):
         self.shape = tuple(shape)
-        self.slots = [RunningMeanStd(self.shape, shared=shared, epsilon=0.0) for _ in range(writers + 1)]
+        # All slots in three tensors, [writers + 1, *shape] (counts [writers + 1]), each slot a view: a child
+        # receives 3 file descriptors whatever the worker count. Three tensors per slot made a worker's start
+        # carry 6 per worker with obs and reward statistics, past Linux's 253 per message at ~39 workers.
+        slots = writers + 1
+        self.means = torch.zeros((slots, *self.shape), dtype=torch.float64)
+        self.vars = torch.ones((slots, *self.shape), dtype=torch.float64)
+        self.counts = torch.zeros(slots, dtype=torch.float64)  # epsilon 0: real observations only
+        if shared:
+            for t in (self.means, self.vars, self.counts):
+                t.share_memory_()
+        self._make_slots()
+
+    def _make_slots(self) -> None:
+        self.slots = [
+            RunningMeanStd.over(self.means[i], self.vars[i], self.counts[i]) for i in range(len(self.counts))
+        ]
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The three tensors only (a shared tensor pickles as a handle to the same memory); the slots' views
+        # are rebuilt on the receiving side.
+        return {"shape": self.shape, "means": self.means, "vars": self.vars, "counts": self.counts}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._make_slots()
 
     def merged(self) -> RunningMeanStd:
         """A private snapshot of all slots merged (with a small prior, so it is defined when empty)."""

@@ -28,8 +28,9 @@ class EvalRecord(NamedTuple):
     mean_length: float
     episodes: int
     cpu_s: float
-    best_mean_return: float
+    best_mean_return: float  # mean_return of the evaluation best.pt holds
     solved: bool
+    best_selection_mean: float | None = None  # its first eval_episodes' mean: what best.pt is chosen by
 
 
 class ErrorRecord(NamedTuple):

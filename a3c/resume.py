@@ -154,8 +154,8 @@ def restore_reward_stats(stats: SharedObsStats, state: dict[str, Any] | None, so
     saved starts them afresh, with a warning (the critic's targets change units until they settle)."""
     if state is None:
         print(
-            f"warning: {source} has no reward statistics (saved since a3c 0.1.0's trust fixes); "
-            "reward scaling starts afresh",
+            f"warning: {source} has no reward statistics (an older a3c, or a run on the Ray backend, did not "
+            "save them); reward scaling starts afresh",
             file=sys.stderr,
         )
         return

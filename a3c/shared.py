@@ -102,8 +102,9 @@ class SharedRMSprop(SharedOptimizer):
     The update is torch.optim.RMSprop's (not centered, no momentum): θ ← θ − lr · g / (√E[g²] + eps).
     """
 
-    # eps 1e-5 and alpha 0.99 are Stable-Baselines3 A2C's RMSprop settings (its ``rms_prop_eps``); torch's
-    # RMSprop default of 1e-8, or Adam's, makes the first steps near sign updates: √E[g²] is tiny then.
+    # eps 1e-5 and alpha 0.99 are Stable-Baselines3 A2C's RMSprop settings (its ``rms_prop_eps``). The step
+    # is lr·g/(√E[g²] + eps): eps bounds it where gradients are tiny. With Adam's 1e-8 (which the config
+    # used to pass to both) a parameter whose gradients are ~1e-6 moves as fast as one with large ones.
     def __init__(
         self, params: Iterable[nn.Parameter], lr: float = 7e-4, alpha: float = 0.99, eps: float = 1e-5
     ):

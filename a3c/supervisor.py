@@ -244,6 +244,7 @@ class Supervisor:
                         child.spec.name, f"{child.spec.name} hung and could not be killed"
                     )
                     return
+                self._receive(child, None)  # what it sent before it hung (reading cannot block now)
                 reason = f"{child.spec.name} sent no heartbeat for {silent:g} s and was killed"
             else:
                 continue

@@ -57,9 +57,8 @@ def test_default_run_dir_is_runs_env_stamp_seed():
 
 # -- one real --serial run in a fresh cwd, without --run-dir, with TensorBoard on --
 
-# confirm_episodes=0: a confirmed evaluation's eval.csv mean is over eval_episodes + confirm_episodes episodes
-# while best_mean_return is over the first eval_episodes only (a3c/evaluator.py), so without it the summary's
-# best could not be checked against eval.csv.
+# confirm_episodes=0: best.pt is chosen by each evaluation's first eval_episodes episodes (a3c/evaluator.py);
+# without confirmation rounds that is eval.csv's mean itself, so the summary's best is eval.csv's maximum.
 SERIAL_ARGS = (
     "train --env CartPole-v1 --serial --seed 7 --max-steps 600 --target-return 5 --eval-interval 30 "
     "--set confirm_episodes=0 --tensorboard --quiet"

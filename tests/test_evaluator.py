@@ -30,10 +30,11 @@ def test_best_pt_compares_evaluations_over_the_same_episodes(tmp_path, monkeypat
         with torch.no_grad():
             next(model.parameters()).fill_(mark)  # which evaluation's weights best.pt holds
         record = evaluator.evaluate()
-        marks.append((record.episodes, record.mean_return, record.best_mean_return))
+        marks.append((record.episodes, record.mean_return, record.best_selection_mean))
+        assert record.best_mean_return == [100.0, 60.0, 60.0][int(mark) - 1]  # eval.csv's mean of best.pt
     evaluator.close()
     assert marks == [(10, 100.0, 100.0), (110, 60.0, 160.0), (10, 120.0, 160.0)]
     best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
     assert float(next(iter(best["model_state"].values())).flatten()[0]) == 2.0
     assert best["mean_return"] == marks[1][1] and best["selection_mean"] == 160.0
-    assert saved_best(tmp_path / "checkpoints" / "best.pt") == 160.0  # what a restarted evaluator compares
+    assert saved_best(tmp_path / "checkpoints" / "best.pt") == (160.0, 60.0)  # what a restarted one compares

@@ -257,3 +257,31 @@ def test_reward_scaler_on_a_long_constant_stream_is_finite_and_clipped():
     assert np.isfinite(out).all() and out.dtype == np.float32
     assert np.abs(out).max() <= clip
     assert (out[-1] == np.float32(clip)).all()
+
+
+def test_shared_stats_cross_to_a_child_as_three_file_descriptors_whatever_the_workers():
+    # Every worker start carries the observation and the reward statistics; Linux passes at most 253 file
+    # descriptors per message, which one fd per tensor per slot passed at ~39 workers with both on.
+    from multiprocessing import context
+    from multiprocessing.reduction import ForkingPickler
+
+    class CountingPopen:  # what the forkserver's Popen offers to picklers of shared tensors
+        def __init__(self):
+            self.fds = 0
+
+        def duplicate_for_child(self, fd: int) -> int:
+            self.fds += 1
+            return fd
+
+        def DupFd(self, fd: int):  # noqa: N802 - multiprocessing's name
+            return fd
+
+    for writers in (2, 64):
+        stats = SharedObsStats((3,), writers)
+        popen = CountingPopen()
+        context.set_spawning_popen(popen)
+        try:
+            ForkingPickler.dumps(stats)
+        finally:
+            context.set_spawning_popen(None)
+        assert popen.fds == 3, (writers, popen.fds)
