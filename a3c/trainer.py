@@ -25,7 +25,7 @@ from a3c.metrics import MetricsWindow
 from a3c.normalize import SharedObsStats
 from a3c.progress import Progress
 from a3c.records import EpisodeRecord, ErrorRecord, EvalRecord, MetricsRecord
-from a3c.resume import restore_model, restore_obs_stats, restore_optimizer, trim_csv
+from a3c.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats, trim_csv
 from a3c.runs import (
     EPISODE_COLUMNS,
     METRICS_COLUMNS,
@@ -81,7 +81,8 @@ class RunMonitor:
         self.last_row = (0.0, 0)  # (wall_time, global_step) of the last episodes.csv row
         self.last_eval: EvalRecord | None = None
         self.solved_at: tuple[float, int] | None = None  # (wall_time, global_step) of the first solved eval
-        self.best_mean: float | None = None
+        self.best_mean: float | None = None  # mean_return of the evaluation best.pt holds
+        self.best_selection: float | None = None  # its first eval_episodes' mean, what best.pt is chosen by
         self.errors: list[ErrorRecord] = []
         self.progress = Progress(config.max_steps, enabled=show_progress)
 
@@ -108,6 +109,7 @@ class RunMonitor:
         elif isinstance(record, EvalRecord):
             self.last_eval = record
             self.best_mean = record.best_mean_return
+            self.best_selection = record.best_selection_mean
             if record.solved and self.solved_at is None:
                 self.solved_at = (record.wall_time, record.global_step)
         elif isinstance(record, ErrorRecord):
@@ -151,6 +153,7 @@ class RunMonitor:
             "evaluator_cpu_fraction": None if cpu_s is None else round(cpu_s / wall_s, 4),
             "restarts": restarts,
             "skipped_updates": self.counters.total_skipped,
+            "best_selection_mean": self.best_selection,
         }
 
     def close(self) -> None:
@@ -194,14 +197,27 @@ class Trainer:
         # All parameters are views into one flat shared buffer that the optimizer steps (a3c/flat.py); its
         # state is created eagerly, in shared memory, before any child starts.
         self.model, self.optimizer = build_shared(config, info.spaces)
-        # Observation statistics in shared memory, one slot per worker (a3c/normalize.py).
+        # Observation and return statistics in shared memory, one slot per worker (a3c/normalize.py).
         self.obs_stats = SharedObsStats(info.spaces.obs_shape, config.workers) if config.obs_norm else None
+        # Ray's worker actors keep private return statistics (not checkpointed yet: the Ray parity issue).
+        ray = config.backend == "ray" and not serial
+        self.reward_stats = SharedObsStats((), config.workers) if config.reward_scale and not ray else None
         source = str(run_dir / "checkpoints" / "last.pt")
         if resume is not None:  # restore in place, before anything is written to the run dir
             restore_model(self.model, resume["model_state"], source)
             restore_optimizer(self.optimizer, resume["optimizer_state"], source)
             if self.obs_stats is not None:
                 restore_obs_stats(self.obs_stats, resume.get("obs_norm"), source)
+            if self.reward_stats is not None:
+                restore_reward_stats(self.reward_stats, resume.get("reward_stats"), source)
+            elif config.reward_scale and "reward_stats" in resume:
+                print(
+                    f"warning: {source}'s reward statistics are not used: the Ray backend's workers keep "
+                    "their own (reward scaling starts afresh)",
+                    file=sys.stderr,
+                )
+            if "rng_state" in resume:
+                torch.set_rng_state(resume["rng_state"])
         assert_shared(self.model, self.optimizer)
         self.resume_index = 0 if resume is None else int(resume.get("resumes", 0)) + 1
         wall_before = 0.0 if resume is None else float(resume["wall_time"])
@@ -221,7 +237,8 @@ class Trainer:
             trim_csv(run_dir / "eval.csv", int(resume["global_step"]), wall_before)
             trim_csv(run_dir / "metrics.csv", int(resume["global_step"]), wall_before)
             episodes_kept = trim_csv(run_dir / "episodes.csv", int(resume["global_step"]), wall_before)
-        metadata = {**config.to_dict(), "serial": serial, **run_metadata(), "resumes": self.resume_index}
+        self.metadata = run_metadata()  # once: its git call would start a process at every checkpoint
+        metadata = {**config.to_dict(), "serial": serial, **self.metadata, "resumes": self.resume_index}
         write_json(self.run_dir / "config.json", metadata)
         self.start_time = time.time() - wall_before  # wall_time continues across a resume
         self.stop = StopSignal()
@@ -230,6 +247,8 @@ class Trainer:
         if resume is not None:
             self.monitor.episodes = episodes_kept
             self.monitor.best_mean = resume.get("best_mean_return")
+            # Before best_selection_mean existed, best.pt was chosen by its mean_return.
+            self.monitor.best_selection = resume.get("best_selection_mean", self.monitor.best_mean)
             solved = resume.get("solved_at")
             self.monitor.solved_at = None if solved is None else (float(solved[0]), int(solved[1]))
         self.supervisor: Supervisor | None = None
@@ -270,9 +289,10 @@ class Trainer:
         """NaN/inf in the shared weights ends the run; the last (good) checkpoint is then not overwritten."""
         if not self.params_finite:
             return
-        if self.ray_run is not None:
-            self.ray_run.sync()  # the weights live in the parameter server: look at a fresh copy
-        counts = non_finite_counts(self.model)
+        if self.ray_run is not None:  # the weights live in the server: it counts, the driver gets a verdict
+            counts = self.ray_run.non_finite_counts()
+        else:
+            counts = non_finite_counts(self.model)
         bad = {name: count for name, count in counts.items() if count}
         if bad:
             self.params_finite = False
@@ -285,23 +305,41 @@ class Trainer:
                 )
             )
 
+    def _snapshot(self) -> dict[str, Any]:
+        """The shared state as one instant (DESIGN invariant 10): weights, optimizer moments and steps,
+        counters and statistics, each copied once and back to back, before anything slow (a save) runs.
+        The workers keep writing meanwhile; a checkpoint must not pair these weights with later moments."""
+        with torch.no_grad():
+            model_state = {k: v.clone() for k, v in self.model.state_dict().items()}
+            optimizer_state = self.optimizer.state_dict()
+            optimizer_state["state"] = {
+                i: {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in s.items()}
+                for i, s in optimizer_state["state"].items()
+            }
+        return {
+            "model_state": model_state,
+            "optimizer_state": optimizer_state,
+            **self.counters.snapshot(),
+            **({} if self.obs_stats is None else {"obs_norm": self.obs_stats.state_dict()}),
+            **({} if self.reward_stats is None else {"reward_stats": self.reward_stats.state_dict()}),
+        }
+
     def _checkpoint_payload(self) -> dict[str, Any]:
+        state = self._snapshot()
         return {
             "config": self.config.to_dict(),
             "spaces": self.info.spaces.to_dict(),
             "obs_dim": self.info.obs_dim,  # for an older a3c (flat Discrete envs only)
             "n_actions": self.info.n_actions,
-            "model_state": self.model.state_dict(),
-            **({} if self.obs_stats is None else {"obs_norm": self.obs_stats.state_dict()}),
-            "optimizer_state": self.optimizer.state_dict(),
-            **self.counters.snapshot(),
+            **state,
             "episodes": self.monitor.episodes,
             "wall_time": time.time() - self.start_time,
             "best_mean_return": self.monitor.best_mean,
+            "best_selection_mean": self.monitor.best_selection,
             "solved_at": self.monitor.solved_at,
             "resumes": self.resume_index,
             "rng_state": torch.get_rng_state(),
-            **run_metadata(),
+            **self.metadata,
         }
 
     def _save_last(self) -> None:
@@ -311,10 +349,8 @@ class Trainer:
         if self.ray_run is not None:
             self.ray_run.sync()
         payload = self._checkpoint_payload()
-        # Save (and check) one copy of the weights: the workers keep writing the shared ones meanwhile.
-        payload["model_state"] = {k: v.clone() for k, v in payload["model_state"].items()}
-        # The finiteness check runs once a second: look again at exactly what is about to be saved, so a
-        # NaN that appeared since can never replace the last good checkpoint.
+        # The finiteness check runs once a second: look again at exactly what is about to be saved (the
+        # payload holds copies), so a NaN that appeared since can never replace the last good checkpoint.
         if not all(bool(torch.isfinite(t).all()) for t in payload["model_state"].values()):
             self._check_finite()
             return
@@ -345,7 +381,7 @@ class Trainer:
         )
 
     def _best(self) -> float:
-        return -float("inf") if self.monitor.best_mean is None else self.monitor.best_mean
+        return -float("inf") if self.monitor.best_selection is None else self.monitor.best_selection
 
     # -- run ---------------------------------------------------------------------------------------------
 
@@ -377,6 +413,7 @@ class Trainer:
             child_seed(self.config.seed, 0, 0, self.resume_index),
             lambda: self.counters.total_updates,
             None if self.obs_stats is None else self.obs_stats.writer(0),
+            None if self.reward_stats is None else self.reward_stats.writer(0),
         )
         window = MetricsWindow(0)
         evaluator = self._evaluator()
@@ -426,6 +463,7 @@ class Trainer:
                     child_seed(seed, i, restart, resume),
                     self.start_time,
                     self.obs_stats,
+                    self.reward_stats,
                 ),
             )
             for i in range(cfg.workers)
@@ -483,7 +521,7 @@ class Trainer:
 
     def _run_ray(self) -> None:
         """The Ray backend (a3c/ray_backend.py): the same loop, with actors instead of child processes."""
-        from a3c.ray_backend import RayRun
+        from a3c.ray_backend import ActorFailed, RayRun
 
         cfg = self.config
         self.ray_run = run = RayRun(
@@ -507,6 +545,8 @@ class Trainer:
             budget_end = self.stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
             if budget_end and not self.monitor.errors and self.signal_received is None:
                 self._take_ray_record(run.final_evaluation())
+        except ActorFailed as exc:  # the server hung or died under a checkpoint's sync or the finite check
+            self._take_ray_record(exc.record())
         finally:
             self.ray_restarts = run.restarts
             self.ray_run = None
