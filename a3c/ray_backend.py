@@ -74,6 +74,12 @@ def _injected_hang(actor: str) -> None:
         time.sleep(HANG_S)
 
 
+def wait_limit(hang_timeout: float, starting: bool) -> float:
+    """How long to wait for an actor: ``hang_timeout``, or at least STARTUP_TIMEOUT_S while it may still be
+    starting (before its first answer, or its loop's first seconds)."""
+    return max(hang_timeout, STARTUP_TIMEOUT_S) if starting else hang_timeout
+
+
 class ActorFailed(RuntimeError):
     """An actor that hung or died beyond what a restart can mend: the run fails naming ``source``. (Not an
     OSError, as Ray's GetTimeoutError is: the trainer treats an OSError at a checkpoint as a full disk.)"""
@@ -379,12 +385,7 @@ class RemoteEvaluator(Evaluator):
         alive_at = time.monotonic()  # the last sign that its episodes advanced
         beat, beat_sent, cancelled_at = None, 0.0, None
         while True:
-            # Until the actor first answers, it may still be starting: the start-up timeout applies.
-            limit = (
-                self.config.hang_timeout
-                if self.actor_answered
-                else max(self.config.hang_timeout, STARTUP_TIMEOUT_S)
-            )
+            limit = wait_limit(self.config.hang_timeout, starting=not self.actor_answered)
             done, _ = ray.wait([ref], timeout=BEAT_S)
             now = time.monotonic()
             if done:
@@ -500,9 +501,7 @@ class RayRun:
         its first); a server that does not answer (or died) is down for good: ``ActorFailed``."""
         if self.server_down:
             raise ActorFailed("parameter server", "the parameter server is down (see the first error)")
-        timeout = self.config.hang_timeout
-        if not self.server_answered:
-            timeout = max(timeout, STARTUP_TIMEOUT_S)
+        timeout = wait_limit(self.config.hang_timeout, starting=not self.server_answered)
         try:
             result = ray.get(getattr(self.server, method).remote(*args), timeout=timeout)
         except GetTimeoutError:
@@ -599,9 +598,7 @@ class RayRun:
         s, once past its start-up time; ``poll`` then sees its loop fail and restarts it within budget."""
         now = time.monotonic()
         for i in self.loops:
-            if i in self.hung or now - self.loop_started[i] < max(
-                self.config.hang_timeout, STARTUP_TIMEOUT_S
-            ):
+            if i in self.hung or now - self.loop_started[i] < wait_limit(self.config.hang_timeout, True):
                 continue
             if ages[i] > self.config.hang_timeout:
                 self.hung[i] = (

@@ -76,10 +76,15 @@ def restore_obs_stats(stats: SharedObsStats, state: dict[str, Any] | None, sourc
     """Continue the observation statistics of a checkpoint, in place (they stay in shared memory)."""
     if state is None:
         raise BadInput(f"checkpoint: {source} has no observation statistics (obs_norm was off in that run)")
+    _load_stats(stats, state, source, "observation statistics")
+
+
+def _load_stats(stats: SharedObsStats, state: dict[str, Any], source: str, what: str) -> None:
+    """Load a checkpoint's merged statistics into slot 0 of ``stats``; BadInput if they do not fit."""
     try:
         stats.load_state_dict(state)
     except ValueError as exc:
-        raise BadInput(f"checkpoint: {source} has observation statistics that do not fit ({exc})") from None
+        raise BadInput(f"checkpoint: {source} has {what} that do not fit ({exc})") from None
 
 
 @torch.no_grad()
@@ -159,7 +164,4 @@ def restore_reward_stats(stats: SharedObsStats, state: dict[str, Any] | None, so
             file=sys.stderr,
         )
         return
-    try:
-        stats.load_state_dict(state)
-    except ValueError as exc:
-        raise BadInput(f"checkpoint: {source} has reward statistics that do not fit ({exc})") from None
+    _load_stats(stats, state, source, "reward statistics")

@@ -72,6 +72,14 @@ def run_a3c(*args: str, timeout: float = 300, token: str = "") -> subprocess.Com
     )
 
 
+def run_serial_fixed_length(run_dir: Path, max_steps: int, token: str = "") -> subprocess.CompletedProcess:
+    """A short ``--serial`` run on the FixedLength test env into ``run_dir``, to completion."""
+    args = (
+        f"train --env tests.testing_envs:FixedLength-v0 --serial --max-steps {max_steps} --eval-interval 0.2"
+    )
+    return run_a3c(*args.split(), "--quiet", "--run-dir", str(run_dir), timeout=120, token=token)
+
+
 def popen_a3c(*args: str, token: str = "") -> subprocess.Popen:
     """Start ``python -m a3c ARGS`` in its own session (so a test can signal it like a terminal would)."""
     return subprocess.Popen(

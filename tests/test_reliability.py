@@ -25,6 +25,7 @@ from tests.conftest import (
     processes_with_token,
     read_json,
     run_a3c,
+    run_serial_fixed_length,
     start_cartpole,
     wait_until,
 )
@@ -167,10 +168,7 @@ def test_ctrl_c_twice_still_stops_cleanly(run_dir, token):
 def finished_run(tmp_path_factory) -> Path:
     """A short serial FixedLength run, finished: a run dir with a good last.pt to break in copies."""
     run_dir = tmp_path_factory.mktemp("finished") / "run"
-    args = (
-        "train --env tests.testing_envs:FixedLength-v0 --serial --max-steps 400 --eval-interval 0.2 --quiet"
-    )
-    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=120)
+    result = run_serial_fixed_length(run_dir, 400)
     assert result.returncode == 0, result.stderr
     return run_dir
 

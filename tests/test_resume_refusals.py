@@ -15,7 +15,7 @@ from a3c.config import Config
 from a3c.errors import BadInput
 from a3c.resume import SHAPE_FIELDS, check_compatible, load_resume_checkpoint
 from a3c.runs import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
-from tests.conftest import run_a3c
+from tests.conftest import run_a3c, run_serial_fixed_length
 
 BASE = Config(env_id="CartPole-v1")
 
@@ -131,10 +131,7 @@ def digest(run_dir: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_a_refused_resume_exits_2_with_one_line_and_leaves_the_run_dir_alone(run_dir, token):
-    args = (
-        "train --env tests.testing_envs:FixedLength-v0 --serial --max-steps 200 --eval-interval 0.2 --quiet"
-    )
-    first = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=120, token=token)
+    first = run_serial_fixed_length(run_dir, 200, token)
     assert first.returncode == 0, first.stderr
 
     refusals = [

@@ -21,6 +21,7 @@ from tests.conftest import (
     left_behind,
     read_json,
     run_a3c,
+    run_serial_fixed_length,
     spawned_children,
     start_cartpole,
 )
@@ -168,10 +169,7 @@ def test_worker_failure_exits_1_naming_the_worker(run_dir, token):
 
 @pytest.mark.slow
 def test_serial_mode_runs_the_same_learner_in_process(run_dir, token):
-    args = (
-        "train --env tests.testing_envs:FixedLength-v0 --serial --max-steps 2000 --eval-interval 0.2 --quiet"
-    )
-    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=120, token=token)
+    result = run_serial_fixed_length(run_dir, 2000, token)
     assert result.returncode == 0, result.stderr
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"] in ("max_steps", "solved") and summary["total_steps"] >= 2000
