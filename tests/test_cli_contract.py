@@ -13,7 +13,7 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 import pytest
@@ -65,10 +65,24 @@ SERIAL_ARGS = (
 )
 
 
+@dataclass
+class Sighting:
+    """What the sampler saw of one descendant: its latest name, its first command line, how many samples."""
+
+    comm: str = "?"
+    cmdline: bytes = b""
+    samples: int = 0
+
+
+def copy_of(args: list[str]) -> bytes:
+    """The /proc cmdline of a process started as ``args``: NUL-terminated arguments."""
+    return b"".join(a.encode() + b"\0" for a in args)
+
+
 @pytest.fixture(scope="module")
 def serial_run(tmp_path_factory):
     """Runs SERIAL_ARGS in an empty cwd (so the default run dir lands there) while sampling the process's
-    descendants every 10 ms. Yields (result, run dir, start, end, descendants seen as {pid: comm})."""
+    descendants every 10 ms. Yields (result, run dir, start, end, descendants seen as {pid: Sighting})."""
     import uuid
 
     token, shm_before = uuid.uuid4().hex, shm_entries()
@@ -82,15 +96,19 @@ def serial_run(tmp_path_factory):
         stderr=subprocess.PIPE,
         text=True,
     )
-    seen: dict[int, str] = {}
+    seen: dict[int, Sighting] = {}
     deadline = time.monotonic() + 180
     try:
         while proc.poll() is None and time.monotonic() < deadline:
-            for pid in descendants(proc.pid) - set(seen):
+            for pid in descendants(proc.pid):
+                sighting = seen.setdefault(pid, Sighting())
                 try:
-                    seen[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
+                    # The latest name wins: a child caught between fork and exec still bears the parent's.
+                    sighting.comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                    sighting.cmdline = sighting.cmdline or Path(f"/proc/{pid}/cmdline").read_bytes()
                 except OSError:
-                    seen[pid] = "?"  # gone before its name could be read
+                    pass  # gone before it could be read
+                sighting.samples += 1
             time.sleep(0.01)  # the sampling period, not a wait for something to happen
         out, err = proc.communicate(timeout=10)
     finally:
@@ -131,10 +149,16 @@ def test_train_without_run_dir_creates_runs_env_stamp_seed(serial_run):
 @pytest.mark.slow
 def test_serial_run_has_no_child_process(serial_run):
     """Sampled from outside: the forkserver, workers, evaluator and resource tracker would all live for the
-    whole run. The only child allowed is run_metadata's short `git rev-parse`."""
+    whole run. The only child allowed is run_metadata's short `git rev-parse` — which a sample may catch
+    between fork and exec, still a copy of the run (same name, same command line), for a sample or two."""
     the_run(serial_run)
-    seen = serial_run[4]
-    assert not {pid: comm for pid, comm in seen.items() if comm != "git"}, seen
+    ours = copy_of([sys.executable, "-m", "a3c", *SERIAL_ARGS.split()])
+    others = {
+        pid: s
+        for pid, s in serial_run[4].items()
+        if s.comm != "git" and not (s.cmdline == ours and s.samples <= 5)
+    }
+    assert not others, serial_run[4]
 
 
 NUMBER = (int, float)
