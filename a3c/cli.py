@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from a3c.errors import BadInput
+from a3c.core.errors import BadInput
 from envs import EnvSetupError
 
 BAD_INPUT = (BadInput, EnvSetupError)
@@ -135,11 +135,11 @@ def train(
     Exit codes: 0 finished (solved or budget spent), 1 failure, 2 bad input, 130 SIGINT, 143 SIGTERM.
     """
     if not serial and backend != "ray":  # first: the forkserver imports torch while this process does too
-        from a3c.context import start_early
+        from a3c.runtime.context import start_early
 
         start_early()
-    from a3c.config import parse_set, resolve_config
-    from a3c.runs import check_run_dir, default_run_dir
+    from a3c.core.config import parse_set, resolve_config
+    from a3c.run.files import check_run_dir, default_run_dir
     from a3c.trainer import Trainer
     from envs import inspect_env
 
@@ -191,7 +191,7 @@ def train(
                 "pip install -e '.[ray]' (or pip install 'ray>=2.40')"
             ) from None
     if config.tensorboard:
-        from a3c.tensorboard import check_available
+        from a3c.run.tensorboard import check_available
 
         check_available()
     trainer = Trainer(
@@ -204,8 +204,8 @@ def _resume_config(run_dir: Path, env_id: str | None, options: dict, overrides: 
     """The config, env and checkpoint of a resume; anything that does not fit is BadInput (exit 2)."""
     import json
 
-    from a3c.config import Config
-    from a3c.resume import check_compatible, load_resume_checkpoint
+    from a3c.core.config import Config
+    from a3c.run.resume import check_compatible, load_resume_checkpoint
     from envs import Spaces, inspect_env
 
     checkpoint = load_resume_checkpoint(run_dir)
@@ -243,7 +243,7 @@ def _resume_config(run_dir: Path, env_id: str | None, options: dict, overrides: 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
     """Play greedy episodes with a checkpoint (a run dir: its checkpoints/best.pt) and report the return."""
-    from a3c.evaluator import load_policy
+    from a3c.runtime.evaluator import load_policy
 
     if episodes < 1:
         raise BadInput(f"--episodes: {episodes} is not allowed; expected an integer >= 1")
@@ -338,7 +338,7 @@ def bench(seeds: int, seconds: float, out: Path, repeats: int) -> None:
 def _analysis():
     """a3c.analysis, or BadInput naming the extra to install."""
     try:
-        from a3c import analysis
+        import a3c.analysis as analysis
     except ImportError as exc:
         raise BadInput(f"{exc.name} is not installed; pip install 'a3c[analysis]'") from None
     return analysis
@@ -393,7 +393,7 @@ def config_keys() -> None:
     """List every config field that --set accepts, with its default and help."""
     from dataclasses import MISSING, fields
 
-    from a3c.config import Config
+    from a3c.core.config import Config
 
     for f in fields(Config):
         if f.name == "env_id":

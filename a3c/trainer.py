@@ -17,16 +17,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from a3c.config import Config
-from a3c.context import child_context
-from a3c.evaluator import Evaluator, evaluator_main
-from a3c.learner import Learner, build_shared
-from a3c.metrics import MetricsWindow
-from a3c.normalize import SharedObsStats
+from a3c.algo.learner import Learner, build_shared
+from a3c.algo.metrics import MetricsWindow
+from a3c.algo.normalize import SharedObsStats
+from a3c.core.config import Config
+from a3c.core.records import EpisodeRecord, ErrorRecord, EvalRecord, MetricsRecord
 from a3c.progress import Progress
-from a3c.records import EpisodeRecord, ErrorRecord, EvalRecord, MetricsRecord
-from a3c.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats, trim_csv
-from a3c.runs import (
+from a3c.run.files import (
     EPISODE_COLUMNS,
     METRICS_COLUMNS,
     CsvLog,
@@ -35,10 +32,13 @@ from a3c.runs import (
     save_checkpoint,
     write_json,
 )
-from a3c.shared import Counters, Heartbeats, StopReason, StopSignal, assert_shared, non_finite_counts
-from a3c.supervisor import ChildSpec, Supervisor
-from a3c.tensorboard import TensorBoardLog
-from a3c.worker import run_learner, worker_main
+from a3c.run.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats, trim_csv
+from a3c.run.tensorboard import TensorBoardLog
+from a3c.runtime.context import child_context
+from a3c.runtime.evaluator import Evaluator, evaluator_main
+from a3c.runtime.shared import Counters, Heartbeats, StopReason, StopSignal, assert_shared, non_finite_counts
+from a3c.runtime.supervisor import ChildSpec, Supervisor
+from a3c.runtime.worker import run_learner, worker_main
 from envs import EnvInfo
 
 TICK_S = 0.1  # supervision period: how often the trainer looks at children, budgets and signals
@@ -252,7 +252,7 @@ class Trainer:
             solved = resume.get("solved_at")
             self.monitor.solved_at = None if solved is None else (float(solved[0]), int(solved[1]))
         self.supervisor: Supervisor | None = None
-        self.ray_run = None  # a3c.ray_backend.RayRun while a Ray run is live
+        self.ray_run = None  # a3c.backends.ray.driver.RayRun while a Ray run is live
         self.ray_restarts = 0
         self.signal_received: int | None = None
         self.params_finite = True
@@ -521,7 +521,7 @@ class Trainer:
 
     def _run_ray(self) -> None:
         """The Ray backend (a3c/ray_backend.py): the same loop, with actors instead of child processes."""
-        from a3c.ray_backend import ActorFailed, RayRun
+        from a3c.backends.ray.driver import ActorFailed, RayRun
 
         cfg = self.config
         self.ray_run = run = RayRun(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from a3c.flat import flat_view
-from a3c.shared import Counters, StopReason, StopSignal
+from a3c.algo.flat import flat_view
+from a3c.runtime.shared import Counters, StopReason, StopSignal
 
 
 def mutate_shared_state(
@@ -49,8 +49,8 @@ def report_threads(conn) -> None:
     """Send back what a child of the forkserver sees: its BLAS/OpenMP thread settings and torch's threads."""
     import os
 
-    from a3c.child import ChildGuard
-    from a3c.shared import Heartbeats
+    from a3c.runtime.child import ChildGuard
+    from a3c.runtime.shared import Heartbeats
 
     ChildGuard(Heartbeats(1), 0, "a3c-test-child")
     conn.send(

@@ -17,8 +17,6 @@ from unittest import mock
 
 import torch
 
-import a3c.learner
-
 
 def _timed(fn: Callable, totals: dict[str, float], key: str) -> Callable:
     def wrapper(*args, **kwargs):
@@ -33,8 +31,8 @@ def _timed(fn: Callable, totals: dict[str, float], key: str) -> Callable:
 
 def breakdown(env_id: str = "CartPole-v1", seconds: float = 5.0, warmup_updates: int = 50) -> dict[str, Any]:
     """Run one learner for ``seconds`` and return µs per env step of each part, and its steps/s."""
-    from a3c.config import resolve_config
-    from a3c.learner import Learner, build_shared
+    from a3c.algo.learner import Learner, build_shared
+    from a3c.core.config import resolve_config
     from envs import inspect_env
 
     torch.set_num_threads(1)
@@ -62,9 +60,7 @@ def breakdown(env_id: str = "CartPole-v1", seconds: float = 5.0, warmup_updates:
             )
         stack.enter_context(mock.patch.object(optimizer, "step", _timed(optimizer.step, totals, "step")))
         for name, key in (("clip_flat_grad", "clip"), ("pull_weights", "pull")):
-            stack.enter_context(
-                mock.patch.object(a3c.learner, name, _timed(getattr(a3c.learner, name), totals, key))
-            )
+            stack.enter_context(mock.patch.object(learner, name, _timed(getattr(learner, name), totals, key)))
         steps = 0
         start = time.perf_counter()
         while time.perf_counter() - start < seconds:

@@ -152,7 +152,7 @@ def peer_throughput(envs: int, seconds: float) -> dict[str, Any]:
 
 def breakdown(seconds: float) -> dict[str, Any]:
     """a3c.bench.breakdown in a process of its own, with the one-thread settings a worker has."""
-    from a3c.context import ONE_THREAD
+    from a3c.runtime.context import ONE_THREAD
 
     proc = _python(
         "-m", "a3c.bench.breakdown", str(seconds), timeout=seconds + 120, env={**os.environ, **ONE_THREAD}

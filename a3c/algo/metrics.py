@@ -1,0 +1,73 @@
+"""Per-worker training metrics, aggregated over about a second of updates into one plain record."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from a3c.core.records import MetricsRecord
+
+METRICS_EVERY_S = 1.0
+
+
+class MetricsWindow:
+    """Collects the UpdateResults of one worker and turns them into a MetricsRecord about once a second.
+
+    Policy lag = updates by any worker that landed between this worker's weight pull and its own step
+    (its mean, median, 95th percentile and max over the window): how asynchronous the run really was.
+    """
+
+    def __init__(self, worker: int, every_s: float = METRICS_EVERY_S):
+        self.worker = worker
+        self.every_s = every_s
+        self._reset(time.monotonic())
+
+    def _reset(self, now: float) -> None:
+        self.started = now
+        self.steps = 0
+        self.values: dict[str, list[float]] = {k: [] for k in ("policy", "value", "entropy", "grad", "ev")}
+        self.lags: list[int] = []
+
+    def add(self, result) -> None:
+        """Take one UpdateResult (a3c.algo.learner)."""
+        self.steps += result.steps
+        for key, value in (
+            ("policy", result.policy_loss),
+            ("value", result.value_loss),
+            ("entropy", result.entropy),
+            ("grad", result.grad_norm),
+            ("ev", result.explained_variance),
+        ):
+            if math.isfinite(value):
+                self.values[key].append(value)
+        self.lags.append(result.policy_lag)
+
+    def due(self) -> bool:
+        return time.monotonic() - self.started >= self.every_s
+
+    def record(self, wall_time: float, global_step: int, learning_rate: float) -> MetricsRecord:
+        """The window as one record (NaN where nothing finite was seen), then start a new window."""
+        now = time.monotonic()
+        mean = {k: float(np.mean(v)) if v else float("nan") for k, v in self.values.items()}
+        lags = np.asarray(self.lags or [0])
+        record = MetricsRecord(
+            wall_time=wall_time,
+            global_step=global_step,
+            worker=self.worker,
+            updates=len(self.lags),
+            policy_loss=mean["policy"],
+            value_loss=mean["value"],
+            entropy=mean["entropy"],
+            grad_norm=mean["grad"],
+            explained_variance=mean["ev"],
+            learning_rate=learning_rate,
+            policy_lag_mean=float(lags.mean()),
+            policy_lag_p50=float(np.percentile(lags, 50)),
+            policy_lag_p95=float(np.percentile(lags, 95)),
+            policy_lag_max=int(lags.max()),
+            steps_per_s=self.steps / max(now - self.started, 1e-9),
+        )
+        self._reset(now)
+        return record

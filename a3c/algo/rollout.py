@@ -1,0 +1,207 @@
+"""Collect one rollout segment of t_max steps from K envs, with no gradient, into preallocated buffers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from a3c.algo.distributions import ActionDist
+
+
+@dataclass
+class Segment:
+    """One segment of T steps in B envs. Buffers are allocated once and overwritten by every collection.
+
+    obs [T, B, *obs_shape] (observation the action was taken in; normalised when the run normalises);
+    actions [T, B] int64 (Discrete) or [T, B, A] float32 (Box: the Gaussian sample ``u``, before clipping or
+    squashing); rewards [T, B] float32 (scaled when the run scales rewards); terminated, truncated [T, B]
+    bool; final_obs [T, B, *obs_shape], the real last observation of an episode (valid only where
+    ``truncated``); next_obs [B, *obs_shape], the observation after the last step; init_state: a recurrent
+    policy's state before step 0 (None for a feed-forward one).
+    """
+
+    obs: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    final_obs: np.ndarray
+    next_obs: np.ndarray
+    init_state: Any = None
+
+    @classmethod
+    def allocate(
+        cls,
+        t_max: int,
+        num_envs: int,
+        obs_shape: int | tuple[int, ...],
+        action_dims: int = 0,
+        obs_dtype: Any = np.float32,
+    ) -> Segment:
+        """Buffers for T=t_max, B=num_envs; ``action_dims`` > 0: Box actions of that many dimensions."""
+        shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
+        if action_dims:
+            actions = np.zeros((t_max, num_envs, action_dims), np.float32)
+        else:
+            actions = np.zeros((t_max, num_envs), np.int64)
+        return cls(
+            obs=np.zeros((t_max, num_envs, *shape), obs_dtype),
+            actions=actions,
+            rewards=np.zeros((t_max, num_envs), np.float32),
+            terminated=np.zeros((t_max, num_envs), bool),
+            truncated=np.zeros((t_max, num_envs), bool),
+            final_obs=np.zeros((t_max, num_envs, *shape), obs_dtype),
+            next_obs=np.zeros((num_envs, *shape), obs_dtype),
+        )
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A finished training episode: undiscounted return and length in steps."""
+
+    env_index: int
+    episode_return: float
+    length: int
+
+
+class ObsNormalizer(Protocol):
+    """What the collector needs of an observation normaliser (``a3c.algo.normalize``)."""
+
+    def observe(self, obs: np.ndarray) -> None: ...
+    def __call__(self, obs: np.ndarray) -> np.ndarray: ...
+    def flush(self) -> None: ...
+
+
+class RewardScale(Protocol):
+    """What the collector needs of a reward scaler (``a3c.algo.normalize.RewardScaler``)."""
+
+    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray: ...
+    def flush(self) -> None: ...
+
+
+def action_dist(space: gym.Space, squash: str = "clip") -> ActionDist:
+    """The ``ActionDist`` of an env's (single) action space."""
+    if isinstance(space, gym.spaces.Discrete):
+        return ActionDist(False, int(space.n))
+    return ActionDist(
+        True, int(space.shape[0]), tuple(map(float, space.low)), tuple(map(float, space.high)), squash
+    )
+
+
+class RolloutCollector:
+    """Steps a vector env with a stochastic policy and keeps per-env episode statistics.
+
+    Args:
+        envs: a vector env in SAME_STEP autoreset mode (``envs.make_vector_env``).
+        t_max: steps per env per segment.
+        seed: seeds the envs (env i gets ``seed + i``) and the action sampler.
+        dist: the action distribution (default: from the env's action space, clipped Box actions).
+        normalizer: normalises observations (and sees every raw one); None: observations as they come.
+        reward_scale: maps (rewards [B], episode ended [B]) → the rewards the learner sees, with a
+            ``flush()`` at each segment's end; None: raw.
+
+    Discrete actions are sampled with the Gumbel-max trick, argmax(logits + Gumbel noise), which draws exactly
+    from softmax(logits): no softmax, no torch Distribution (~130 µs per step); the noise for a whole segment
+    is drawn at once, as is a Gaussian policy's.
+    """
+
+    def __init__(
+        self,
+        envs: gym.vector.VectorEnv,
+        t_max: int,
+        seed: int,
+        dist: ActionDist | None = None,
+        normalizer: ObsNormalizer | None = None,
+        reward_scale: RewardScale | None = None,
+    ):
+        self.envs = envs
+        self.num_envs = envs.num_envs
+        self.dist = dist or action_dist(envs.single_action_space)
+        self.normalizer = normalizer
+        self.reward_scale = reward_scale
+        obs, _ = envs.reset(seed=seed)
+        space = envs.single_observation_space
+        # Images stay uint8 (4x less to copy; the conv net scales them); everything else becomes float32.
+        dtype = np.uint8 if space.dtype == np.uint8 and len(space.shape) == 3 else np.float32
+        self.raw_obs = np.array(obs)
+        self.obs = self._prepare(self.raw_obs).astype(dtype)
+        # Not default_rng(seed): that stream would equal env 0's own np_random after reset(seed=seed).
+        self.rng = np.random.default_rng([seed, 1])
+        action_dims = self.dist.n if self.dist.continuous else 0
+        self.segment = Segment.allocate(t_max, self.num_envs, space.shape, action_dims, dtype)
+        # Envs that report their own episodes (Atari's real games, unclipped, across lives) are logged by
+        # those; every other env by the rewards and ends seen here.
+        self.env_episodes = bool(getattr(envs, "reports_episodes", False))
+        self.episode_returns = np.zeros(self.num_envs, np.float64)
+        self.episode_lengths = np.zeros(self.num_envs, np.int64)
+
+    def _prepare(self, raw: np.ndarray) -> np.ndarray:
+        """What the policy sees of raw observations [B, ...]: themselves, or normalised (and observed)."""
+        if self.normalizer is None:
+            return raw
+        self.normalizer.observe(raw)
+        return self.normalizer(raw)
+
+    def collect(self, policy: Callable[[np.ndarray], np.ndarray]) -> tuple[Segment, list[Episode]]:
+        """Fill ``self.segment`` with t_max steps of every env; return it and the episodes that ended.
+
+        ``policy`` maps observations [B, ...] to policy outputs [B, P] (``a3c.algo.policy``); a recurrent one
+        (``policy.recurrent``) carries its state, which is stored in the segment before step 0 and reset
+        per env at episode ends (``policy.reset(ended)``).
+        """
+        seg, dist = self.segment, self.dist
+        finished: list[Episode] = []
+        steps = seg.obs.shape[0]
+        recurrent = getattr(policy, "recurrent", False)
+        if recurrent:
+            seg.init_state = policy.state()
+        noise = dist.noise(self.rng, (steps, self.num_envs))
+        for t in range(steps):
+            seg.obs[t] = self.obs
+            actions = seg.actions[t]
+            actions[:] = dist.sample(policy(seg.obs[t]), noise[t])
+            env_actions = dist.env_action(actions) if dist.continuous else actions
+            obs, rewards, terminated, truncated, info = self.envs.step(env_actions)
+            self.episode_returns += rewards
+            self.episode_lengths += 1
+            done = terminated | truncated
+            seg.rewards[t] = rewards if self.reward_scale is None else self.reward_scale(rewards, done)
+            seg.terminated[t] = terminated
+            seg.truncated[t] = truncated
+            if self.env_episodes and "episode" in info:
+                games = info["episode"]
+                for i in np.flatnonzero(info["_episode"]):
+                    finished.append(Episode(int(i), float(games["r"][i]), int(games["l"][i])))
+            if done.any():
+                for i in np.flatnonzero(done):
+                    if truncated[i]:
+                        final = info["final_obs"][i : i + 1]
+                        seg.final_obs[t, i] = (
+                            final[0] if self.normalizer is None else self.normalizer(final)[0]
+                        )
+                    if not self.env_episodes:
+                        finished.append(
+                            Episode(int(i), float(self.episode_returns[i]), int(self.episode_lengths[i]))
+                        )
+                self.episode_returns[done] = 0.0
+                self.episode_lengths[done] = 0
+                if recurrent:
+                    policy.reset(done)
+            if self.normalizer is None:
+                self.obs = obs
+            else:
+                self.raw_obs = np.array(obs)
+                self.obs = self._prepare(self.raw_obs)
+        seg.next_obs[:] = self.obs
+        if self.reward_scale is not None:
+            self.reward_scale.flush()
+        if self.normalizer is not None:
+            # The stats stay fixed within a segment (its bootstrap included); between segments this worker's
+            # observations go to the shared stats and the next segment takes the newest of all workers.
+            self.normalizer.flush()
+            self.obs = self.normalizer(self.raw_obs)
+        return seg, finished

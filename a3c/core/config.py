@@ -1,0 +1,301 @@
+"""The resolved training config: a frozen dataclass with one help line per field, and how it is built.
+
+Precedence, lowest first: the dataclass defaults, values derived from the env (target from its spec's
+``reward_threshold``), the env's preset (``envs/presets/<env-id>.toml``), then command-line options and
+``--set key=value``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from a3c.core.errors import BadInput
+from envs import EnvInfo, load_preset
+
+
+@dataclass(frozen=True)
+class Config:
+    env_id: str = field(metadata={"help": "Gymnasium env id"})
+    seed: int = field(default=0, metadata={"help": "seed of every random stream of the run"})
+    workers: int = field(default=2, metadata={"help": "worker processes (each with its own envs)"})
+    envs_per_worker: int = field(default=1, metadata={"help": "envs each worker steps as one batch"})
+    t_max: int = field(default=20, metadata={"help": "rollout length: env steps per env between updates"})
+    gamma: float = field(default=0.99, metadata={"help": "discount factor, in (0, 1]"})
+    gae_lambda: float = field(
+        default=1.0, metadata={"help": "GAE λ in [0, 1]; 1 = n-step returns (A3C paper)"}
+    )
+    optimizer: str = field(default="adam", metadata={"help": "shared optimizer: adam or rmsprop"})
+    lr: float = field(default=1e-3, metadata={"help": "learning rate, > 0"})
+    optimizer_eps: float | None = field(
+        default=None,
+        metadata={"help": "optimizer epsilon, > 0; none: the optimizer's own (adam 1e-8, rmsprop 1e-5)"},
+    )
+    value_coef: float = field(default=0.5, metadata={"help": "weight of the value loss"})
+    entropy_coef: float = field(default=0.01, metadata={"help": "weight of the entropy bonus"})
+    max_grad_norm: float = field(default=0.5, metadata={"help": "global gradient-norm clip; <= 0 disables"})
+    hidden_sizes: tuple[int, ...] = field(
+        default=(64, 64), metadata={"help": "hidden layer widths, e.g. 64,64"}
+    )
+    shared_body: bool = field(default=False, metadata={"help": "one body for policy and value heads"})
+    model: str = field(
+        default="mlp", metadata={"help": "network: mlp (flat observations) or cnn (images, the A3C paper's)"}
+    )
+    lstm_size: int = field(default=0, metadata={"help": "cnn: LSTMCell width after the conv net; 0: none"})
+    gaussian_std: str = field(
+        default="learned",
+        metadata={"help": "Box actions: log σ learned per dimension (learned) or a head output (state)"},
+    )
+    init_log_std: float = field(default=0.0, metadata={"help": "Box actions: initial log σ"})
+    squash: str = field(
+        default="clip",
+        metadata={"help": "Box actions: Gaussian samples clipped to the bounds (clip) or squashed (tanh)"},
+    )
+    obs_norm: bool = field(
+        default=False, metadata={"help": "normalise observations by running stats shared by all workers"}
+    )
+    reward_scale: bool = field(
+        default=False,
+        metadata={"help": "scale rewards by the running std of a worker's discounted return"},
+    )
+    numpy_grad: bool = field(
+        default=True,
+        metadata={
+            "help": "MLP loss gradient in closed form in numpy (same numbers, ~10x faster than autograd)"
+        },
+    )
+    max_steps: int | None = field(
+        default=None, metadata={"help": "stop after this many env steps (all workers)"}
+    )
+    max_seconds: float | None = field(default=None, metadata={"help": "stop after this many seconds"})
+    target_return: float | None = field(
+        default=None, metadata={"help": "stop when the evaluator's mean return reaches this"}
+    )
+    eval_interval: float = field(default=2.0, metadata={"help": "minimum seconds between evaluations"})
+    eval_cpu_share: float = field(
+        default=0.05,
+        metadata={"help": "at most this share of the evaluator's time is spent evaluating, in (0, 1]"},
+    )
+    eval_episodes: int = field(default=10, metadata={"help": "greedy episodes per evaluation"})
+    confirm_episodes: int = field(
+        default=0,
+        metadata={"help": "extra greedy episodes that must confirm an evaluation at the target (0: none)"},
+    )
+    tensorboard: bool = field(default=False, metadata={"help": "also write TensorBoard event files"})
+    checkpoint_interval: float = field(default=60.0, metadata={"help": "seconds between checkpoints/last.pt"})
+    keep_checkpoints: int = field(default=3, metadata={"help": "earlier checkpoints kept beside last.pt"})
+    max_restarts: int = field(
+        default=3, metadata={"help": "restarts of one crashed child allowed within 10 minutes"}
+    )
+    hang_timeout: float = field(default=60.0, metadata={"help": "seconds without a heartbeat = a hung child"})
+    backend: str = field(
+        default="local",
+        metadata={"help": "local (processes on this machine) or ray (actors on a Ray cluster)"},
+    )
+    ray_address: str | None = field(
+        default=None,
+        metadata={"help": "ray backend: cluster to join (auto, HOST:PORT); none starts one here"},
+    )
+    sync_every: int = field(
+        default=1,
+        metadata={"help": "ray backend: gradients a worker averages before each exchange with the server"},
+    )
+
+    def validate(self) -> Config:
+        """Raise BadInput naming the first invalid field, its value and what is allowed; return self."""
+        finite = math.isfinite
+        checks: list[tuple[str, bool, str]] = [
+            ("seed", 0 <= self.seed < 2**32, "an integer in [0, 2**32)"),
+            ("workers", self.workers >= 1, "an integer >= 1"),
+            ("envs_per_worker", self.envs_per_worker >= 1, "an integer >= 1"),
+            ("t_max", self.t_max >= 1, "an integer >= 1"),
+            ("gamma", 0 < self.gamma <= 1, "a number in (0, 1]"),
+            ("gae_lambda", 0 <= self.gae_lambda <= 1, "a number in [0, 1]"),
+            ("optimizer", self.optimizer in ("adam", "rmsprop"), "adam or rmsprop"),
+            ("lr", self.lr > 0 and finite(self.lr), "a finite number > 0"),
+            (
+                "optimizer_eps",
+                self.optimizer_eps is None or (self.optimizer_eps > 0 and finite(self.optimizer_eps)),
+                "a finite number > 0, or none (the optimizer's own default)",
+            ),
+            ("value_coef", self.value_coef >= 0 and finite(self.value_coef), "a finite number >= 0"),
+            ("entropy_coef", self.entropy_coef >= 0 and finite(self.entropy_coef), "a finite number >= 0"),
+            ("max_grad_norm", not math.isnan(self.max_grad_norm), "a number (<= 0 disables clipping)"),
+            (
+                "hidden_sizes",
+                len(self.hidden_sizes) >= 1 and min(self.hidden_sizes) >= 1,
+                "one or more integers >= 1, e.g. 64,64",
+            ),
+            ("max_steps", self.max_steps is None or self.max_steps >= 1, "an integer >= 1"),
+            (
+                "max_seconds",
+                self.max_seconds is None or (self.max_seconds > 0 and finite(self.max_seconds)),
+                "a finite number > 0",
+            ),
+            ("target_return", self.target_return is None or finite(self.target_return), "a finite number"),
+            ("eval_interval", self.eval_interval > 0 and finite(self.eval_interval), "a finite number > 0"),
+            ("eval_cpu_share", 0 < self.eval_cpu_share <= 1, "a number in (0, 1]"),
+            ("eval_episodes", self.eval_episodes >= 1, "an integer >= 1"),
+            ("confirm_episodes", self.confirm_episodes >= 0, "an integer >= 0"),
+            (
+                "checkpoint_interval",
+                self.checkpoint_interval > 0 and finite(self.checkpoint_interval),
+                "a finite number of seconds > 0",
+            ),
+            ("keep_checkpoints", self.keep_checkpoints >= 0, "an integer >= 0"),
+            ("max_restarts", self.max_restarts >= 0, "an integer >= 0"),
+            (
+                "hang_timeout",
+                self.hang_timeout > 0 and finite(self.hang_timeout),
+                "a finite number of seconds > 0",
+            ),
+        ]
+        checks += [
+            ("model", self.model in ("mlp", "cnn"), "mlp or cnn"),
+            ("lstm_size", self.lstm_size >= 0, "an integer >= 0 (0: no LSTM)"),
+            ("gaussian_std", self.gaussian_std in ("learned", "state"), "learned or state"),
+            ("init_log_std", -20 <= self.init_log_std <= 2, "a number in [-20, 2]"),
+            ("squash", self.squash in ("clip", "tanh"), "clip or tanh"),
+            ("backend", self.backend in ("local", "ray"), "local or ray"),
+            ("sync_every", self.sync_every >= 1, "an integer >= 1"),
+        ]
+        for name, ok, allowed in checks:
+            if not ok:
+                raise BadInput(f"{name}: {getattr(self, name)!r} is not allowed; expected {allowed}")
+        return self
+
+    @property
+    def steps_per_update(self) -> int:
+        """Env steps one worker update consumes: t_max × envs_per_worker."""
+        return self.t_max * self.envs_per_worker
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Config:
+        """Rebuild a config saved with ``to_dict`` (e.g. from a checkpoint); unknown keys are an error."""
+        return cls(**{k: _coerce(k, v) for k, v in _known(values, "config").items()})
+
+
+FIELD_NAMES = tuple(f.name for f in fields(Config))
+_TYPES = typing.get_type_hints(Config)
+
+
+def _known(values: dict[str, Any], source: str) -> dict[str, Any]:
+    unknown = sorted(set(values) - set(FIELD_NAMES))
+    if unknown:
+        raise BadInput(f"{source}: unknown key {unknown[0]!r}; allowed: {', '.join(FIELD_NAMES)}")
+    return values
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Turn ``value`` (a TOML/JSON value or a command-line string) into the type of field ``name``."""
+    hint = _TYPES[name]
+    optional = isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint)
+    base = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint
+    if optional and (value is None or (isinstance(value, str) and value.lower() in ("none", "null", ""))):
+        return None
+    try:
+        if base is bool:
+            if isinstance(value, str):
+                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError
+                return value.lower() in ("true", "1", "yes")
+            return bool(value)
+        if typing.get_origin(base) is tuple:
+            items = value.split(",") if isinstance(value, str) else value
+            return tuple(int(x) for x in items)
+        if base is int:
+            return _to_int(value)
+        return base(value)
+    except (TypeError, ValueError, OverflowError):
+        kind = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
+            base, "comma-separated integers"
+        )
+        raise BadInput(f"{name}: {value!r} is not allowed; expected {kind}") from None
+
+
+def _to_int(value: Any) -> int:
+    """An exact integer from 3, "3" or "1e6"; 2.5, "2.5" and inf are ValueError/OverflowError."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    number = float(value)
+    if number != int(number):
+        raise ValueError(value)
+    return int(number)
+
+
+def parse_set(items: tuple[str, ...]) -> dict[str, Any]:
+    """``("lr=3e-4", "hidden_sizes=128,128")`` → typed overrides; unknown keys and bad values are BadInput."""
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise BadInput(f"--set: {item!r} is not allowed; expected key=value")
+        if key not in FIELD_NAMES or key == "env_id":
+            allowed = ", ".join(n for n in FIELD_NAMES if n != "env_id")
+            raise BadInput(f"--set: unknown key {key!r}; allowed: {allowed}")
+        overrides[key] = _coerce(key, raw.strip())
+    return overrides
+
+
+def env_defaults(info: EnvInfo) -> dict[str, Any]:
+    """Defaults derived from the env itself, under any preset: the target from its spec's reward_threshold;
+    for image observations the A3C paper's Atari setup (conv net + LSTM(256), t_max 20, lr 1e-4, gradient
+    clip 40); for Box actions a Gaussian policy on normalised observations."""
+    values: dict[str, Any] = {"target_return": info.reward_threshold}
+    if info.spaces.image:
+        values.update(model="cnn", lstm_size=256, t_max=20, lr=1e-4, max_grad_norm=40.0, eval_interval=30.0)
+    if info.spaces.continuous and not info.spaces.image:
+        values.update(obs_norm=True, envs_per_worker=4, t_max=8, gae_lambda=0.95)
+    return values
+
+
+def check_fits(config: Config, info: EnvInfo) -> Config:
+    """Raise BadInput when the config's model cannot take the env's observations; return config."""
+    if config.model == "cnn" and not info.spaces.image:
+        raise BadInput(
+            f"model: 'cnn' is not allowed for {info.env_id}'s observations of shape "
+            f"{info.spaces.obs_shape}; expected mlp (cnn needs images [C, H, W])"
+        )
+    if config.model == "mlp" and info.spaces.image:
+        raise BadInput(
+            f"model: 'mlp' is not allowed for {info.env_id}'s image observations "
+            f"{info.spaces.obs_shape}; expected cnn"
+        )
+    if config.model == "mlp" and config.lstm_size:
+        raise BadInput(f"lstm_size: {config.lstm_size} is not allowed with model mlp; expected 0")
+    if config.model == "cnn" and config.obs_norm:
+        raise BadInput(
+            "obs_norm: true is not allowed with model cnn (pixels are scaled to [0, 1]); expected false"
+        )
+    if config.model == "cnn" and config.gaussian_std == "state":
+        raise BadInput("gaussian_std: 'state' is not allowed with model cnn; expected learned")
+    return config
+
+
+def resolve_config(info: EnvInfo, options: dict[str, Any], overrides: dict[str, Any]) -> Config:
+    """Build and validate the config of a run.
+
+    Args:
+        info: the inspected env.
+        options: command-line options that were given (None values mean "not given").
+        overrides: typed ``--set`` values; they win over everything.
+    """
+    values: dict[str, Any] = {"env_id": info.env_id, **env_defaults(info)}
+    preset = load_preset(info.env_id) or {}
+    values.update({k: _coerce(k, v) for k, v in _known(preset, f"preset of {info.env_id}").items()})
+    values.update({k: v for k, v in options.items() if v is not None})
+    values.update(overrides)
+    return check_fits(Config(**values).validate(), info)

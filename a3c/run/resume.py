@@ -1,0 +1,167 @@
+"""Continuing a run from its checkpoints/last.pt: compatibility checks, shared-state restore, CSV trimming."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from a3c.algo.normalize import SharedObsStats
+from a3c.core.config import Config
+from a3c.core.errors import BadInput
+from a3c.run.files import load_checkpoint
+from a3c.runtime.shared import SharedOptimizer
+
+# Fields that fix the shape of the model or the optimizer state: a resume may not change them.
+# The model kind, the action squashing, the observation normalisation and the reward scaling too: a model
+# trained with them means something else without them (reward scaling sets the critic's units).
+SHAPE_FIELDS = (
+    "env_id",
+    "hidden_sizes",
+    "shared_body",
+    "optimizer",
+    "model",
+    "lstm_size",
+    "gaussian_std",
+    "squash",
+    "obs_norm",
+    "reward_scale",
+)
+_DEFAULTS = Config(env_id="-")  # a checkpoint from before a field existed had its default
+
+
+def load_resume_checkpoint(run_dir: Path) -> dict[str, Any]:
+    """``run_dir/checkpoints/last.pt``, checked to be a whole a3c training checkpoint (else BadInput)."""
+    path = run_dir / "checkpoints" / "last.pt"
+    if not path.is_file():
+        raise BadInput(f"--resume: {str(run_dir)!r} has no checkpoints/last.pt to resume from")
+    data = load_checkpoint(path)
+    missing = [
+        k for k in ("config", "model_state", "optimizer_state", "global_step", "wall_time") if k not in data
+    ]
+    if missing:
+        raise BadInput(f"--resume: {str(path)!r} is not a training checkpoint (no {', '.join(missing)})")
+    return data
+
+
+def check_compatible(checkpoint: dict[str, Any], config: Config, run_dir: Path) -> None:
+    """Refuse a config that changes the env, the model shape or the optimizer of the checkpoint."""
+    saved = checkpoint["config"]
+    for name in SHAPE_FIELDS:
+        old, new = saved.get(name, getattr(_DEFAULTS, name)), getattr(config, name)
+        if name == "hidden_sizes":
+            old = tuple(old or ())
+        if old != new:
+            raise BadInput(
+                f"--resume: {name} {new!r} does not match the checkpoint's {old!r} in {str(run_dir)!r}; "
+                f"a resume keeps {', '.join(SHAPE_FIELDS)}"
+            )
+
+
+def restore_model(model: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
+    """Copy weights into ``model`` in place (its parameters stay in shared memory)."""
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, KeyError) as exc:
+        raise BadInput(
+            f"checkpoint: {source} does not fit the model ({str(exc).splitlines()[0][:160]})"
+        ) from None
+
+
+def restore_obs_stats(stats: SharedObsStats, state: dict[str, Any] | None, source: str) -> None:
+    """Continue the observation statistics of a checkpoint, in place (they stay in shared memory)."""
+    if state is None:
+        raise BadInput(f"checkpoint: {source} has no observation statistics (obs_norm was off in that run)")
+    _load_stats(stats, state, source, "observation statistics")
+
+
+def _load_stats(stats: SharedObsStats, state: dict[str, Any], source: str, what: str) -> None:
+    """Load a checkpoint's merged statistics into slot 0 of ``stats``; BadInput if they do not fit."""
+    try:
+        stats.load_state_dict(state)
+    except ValueError as exc:
+        raise BadInput(f"checkpoint: {source} has {what} that do not fit ({exc})") from None
+
+
+@torch.no_grad()
+def restore_optimizer(optimizer: SharedOptimizer, state_dict: dict[str, Any], source: str) -> None:
+    """Copy a saved optimizer state into the live shared state tensors, in place.
+
+    ``Optimizer.load_state_dict`` would replace them with new, private tensors: the workers would then step
+    state that the trainer no longer sees, and the eager sharing would be lost.
+    """
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    saved = state_dict.get("state", {})
+    if len(params) == 1 and len(saved) > 1:
+        saved = {0: _concatenated(saved)}
+    if len(saved) != len(params):
+        raise BadInput(
+            f"checkpoint: {source} has optimizer state for {len(saved)} parameters, expected {len(params)}"
+        )
+    for index, param in enumerate(params):
+        live, old = optimizer.state[param], saved[index]
+        if set(live) != set(old):
+            raise BadInput(f"checkpoint: {source} optimizer state keys {sorted(old)} != {sorted(live)}")
+        for key, tensor in live.items():
+            if tensor.shape != old[key].shape:
+                raise BadInput(
+                    f"checkpoint: {source} optimizer state {key} of parameter {index} has the wrong shape"
+                )
+            tensor.copy_(old[key])
+
+
+def _concatenated(per_parameter: dict[int, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Per-parameter optimizer state (checkpoints written before parameters were flat) as the state of the
+    one flat parameter: each tensor flattened and concatenated in parameter order; the step count is one
+    number for all of them."""
+    states = [per_parameter[i] for i in sorted(per_parameter)]
+    return {
+        key: states[0][key] if key == "step" else torch.cat([s[key].reshape(-1) for s in states])
+        for key in states[0]
+    }
+
+
+def trim_csv(path: Path, max_step: int, max_wall: float) -> int:
+    """Drop rows logged after the checkpoint (global_step > max_step or wall_time > max_wall): their training
+    was lost with the process, and keeping them would make global_step and wall_time go back on resume.
+    Returns the number of data rows kept. The file is rewritten atomically."""
+    if not path.exists():
+        return 0
+    text = path.read_text()
+    if text and not text.endswith("\n"):
+        text = text[: text.rfind("\n") + 1]  # a row cut short by the kill: drop it, it may hold a cut number
+    rows = list(csv.reader(text.splitlines()))
+    if not rows:
+        return 0
+    header, body = rows[0], rows[1:]
+    try:
+        step_col, wall_col = header.index("global_step"), header.index("wall_time")
+        kept = [
+            r
+            for r in body
+            if len(r) == len(header) and int(r[step_col]) <= max_step and float(r[wall_col]) <= max_wall
+        ]
+    except ValueError as exc:
+        raise BadInput(f"--resume: {str(path)!r} is not a CSV this a3c wrote ({exc})") from None
+    tmp = path.with_name(f".{path.name}.trim")
+    with tmp.open("w", newline="") as f:
+        csv.writer(f).writerows([header, *kept])
+    tmp.replace(path)
+    return len(kept)
+
+
+def restore_reward_stats(stats: SharedObsStats, state: dict[str, Any] | None, source: str) -> None:
+    """Continue the return statistics of the reward scaling, in place; a checkpoint from before they were
+    saved starts them afresh, with a warning (the critic's targets change units until they settle)."""
+    if state is None:
+        print(
+            f"warning: {source} has no reward statistics (an older a3c, or a run on the Ray backend, did not "
+            "save them); reward scaling starts afresh",
+            file=sys.stderr,
+        )
+        return
+    _load_stats(stats, state, source, "reward statistics")

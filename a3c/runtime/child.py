@@ -1,0 +1,58 @@
+"""What every child process does first, and how it learns that it should exit on its own."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+import torch
+
+from a3c.runtime.shared import Heartbeats
+
+
+class ChildGuard:
+    """Set up a spawned child and watch for reasons to exit that do not come through the stop flag.
+
+    On creation: ``torch.set_num_threads(1)`` (DESIGN invariant 3); SIGINT ignored (the trainer handles
+    Ctrl-C and stops children through the stop flag); SIGTERM recorded, so that a SIGTERM sent to the whole
+    process group (as ``timeout`` or a batch scheduler do) ends the child at its next update instead of
+    killing it mid-write. ``should_exit()`` is also true once the parent is gone (no orphan trains on), and
+    each call is a heartbeat: a child that stops calling it is seen as hung by the trainer.
+    """
+
+    def __init__(self, heartbeats: Heartbeats, slot: int, name: str):
+        torch.set_num_threads(1)
+        set_process_name(name)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        self.parent_pid = os.getppid()
+        self.terminated = False
+        self.heartbeats = heartbeats
+        self.slot = slot
+
+    def _on_sigterm(self, _signum, _frame) -> None:
+        self.terminated = True
+
+    def should_exit(self) -> bool:
+        self.heartbeats.beat(self.slot)
+        return self.terminated or os.getppid() != self.parent_pid
+
+
+def set_process_name(name: str) -> None:
+    """Name this process for ps and top (Linux /proc/PID/comm, 15 bytes), e.g. "a3c-worker-0"."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # 15 = PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
+
+
+def format_error(traceback_text: str, limit: int = 3000) -> str:
+    """The tail of a traceback (at most ``limit`` UTF-8 bytes), short enough that its message is one atomic
+    pipe write (< 4 KiB): a child killed right after a failure still delivers it whole. (A half record never
+    blocks the trainer, which decodes only whole records: a3c/supervisor.py RecordReader.)"""
+    data = traceback_text.encode()
+    if len(data) <= limit:
+        return traceback_text
+    return "...\n" + data[-limit:].decode(errors="ignore")  # bytes, not characters: UTF-8 may take 4 each

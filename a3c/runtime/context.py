@@ -1,0 +1,47 @@
+"""The multiprocessing context of the children: a forkserver with torch and a3c already imported.
+
+Why not spawn: a spawned child imports torch afresh — about 2.5 s of CPU each on the 2-core dev machine, so
+three children took ~4 s to start, more than CartPole takes to learn. The forkserver imports them once, in
+a process of its own that starts while the trainer is still importing torch itself (``start_early``); each
+child is then a fork of it, ready in milliseconds. A fork of the forkserver, not of the trainer: no threads,
+locks or CUDA state of the trainer are copied (the reason DESIGN rules out plain fork). This module imports
+no torch, so the CLI can start the server before its own heavy imports.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from multiprocessing import forkserver
+from multiprocessing.context import BaseContext
+
+# What the forkserver imports before it forks anything: everything a worker or the evaluator needs.
+PRELOAD = ["__main__", "a3c.runtime.worker", "a3c.runtime.evaluator"]
+
+# One thread per child for every math library, read when the forkserver imports them. numpy's OpenBLAS
+# otherwise starts a thread per core for a matmul of a few hundred rows: two workers on two cores then ran
+# four spinning BLAS threads and fell from 32k to 5k env steps/s (measured, 16 envs per worker).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def start_early() -> None:
+    """Start the forkserver now (it imports ``PRELOAD`` in parallel with the caller); idempotent."""
+    # The forkserver is a new interpreter and takes this process's environment when it starts; this
+    # process's own settings (and whatever else it starts later) are restored right after.
+    saved = {name: os.environ.get(name) for name in ONE_THREAD}
+    os.environ.update(ONE_THREAD)
+    try:
+        forkserver.set_forkserver_preload(PRELOAD)
+        forkserver.ensure_running()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def child_context() -> BaseContext:
+    """The context to start children with (the forkserver, started if ``start_early`` did not)."""
+    start_early()
+    return multiprocessing.get_context("forkserver")

@@ -1,0 +1,346 @@
+"""The evaluator: greedy episodes from a copy of the shared weights, eval.csv, best.pt, the stop at target.
+
+``Evaluator`` does the work; ``evaluator_main`` is the thin process shell around it. The evaluator only
+reads the shared weights (DESIGN invariant 6) and plays on a seed stream no worker uses.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+from torch import nn
+
+from a3c.algo.flat import flat_view, flatten_parameters
+from a3c.algo.learner import build_model
+from a3c.algo.normalize import RunningMeanStd, SharedObsStats
+from a3c.algo.policy import make_policy
+from a3c.algo.rollout import action_dist
+from a3c.algo.update import pull_weights
+from a3c.core.config import Config
+from a3c.core.errors import BadInput
+from a3c.core.records import ErrorRecord, EvalRecord
+from a3c.run.files import EVAL_COLUMNS, CsvLog, load_checkpoint, resolve_checkpoint, save_checkpoint
+from a3c.runtime.child import ChildGuard, format_error
+from a3c.runtime.shared import Counters, Heartbeats, StopReason, StopSignal
+from envs import Spaces, inspect_env, make_eval_vector_env
+
+
+def play_greedy(
+    model: nn.Module,
+    envs: gym.vector.VectorEnv,
+    seed: int,
+    should_stop: Callable[[], bool] = lambda: False,
+    squash: str = "clip",
+    normalize: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Play one greedy episode (the most likely action: argmax, or a Gaussian's mean) in each env at once.
+
+    ``envs.reset(seed=seed)`` seeds the episodes (env i gets ``seed + i`` in a serial vector env; a native
+    vector env seeds one generator for all). ``squash``: how Box actions reach the env (``config.squash``);
+    ``normalize``: the run's observation normaliser, if it has one. Returns (returns [num_envs], lengths
+    [num_envs]); on ``should_stop`` (checked every step) it returns early with the partial episodes.
+    """
+    obs, _ = envs.reset(seed=seed)
+    returns = np.zeros(envs.num_envs, np.float64)
+    lengths = np.zeros(envs.num_envs, np.int64)
+    running = np.ones(envs.num_envs, bool)
+    policy = make_policy(model, envs.num_envs)
+    dist = action_dist(envs.single_action_space, squash)
+    image = len(envs.single_observation_space.shape) == 3
+    while running.any() and not should_stop():
+        x = np.asarray(obs) if image else np.asarray(obs, dtype=np.float32)
+        actions = dist.greedy(policy(x if normalize is None else normalize(x)))
+        obs, rewards, terminated, truncated, _ = envs.step(actions)
+        returns += np.where(running, rewards, 0.0)
+        lengths += running
+        running &= ~(terminated | truncated)
+    return returns, lengths
+
+
+@dataclass(frozen=True)
+class SavedPolicy:
+    """A checkpoint's policy, ready to play: its path, config, model (eval mode) and observation stats."""
+
+    path: Path
+    config: Config
+    model: nn.Module
+    obs_stats: RunningMeanStd | None
+
+    def play(self, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``episodes`` greedy episodes on fresh envs seeded from ``seed``: (returns, lengths)."""
+        return play_policy(self.model, self.config, episodes, seed, self.obs_stats)
+
+
+def load_policy(target: Path) -> SavedPolicy:
+    """The policy of a checkpoint (a run dir means its best.pt), rebuilt with the config saved in it and
+    checked against its env's spaces. Bad files are BadInput."""
+    path = resolve_checkpoint(target)
+    data = load_checkpoint(path)
+    try:
+        config = Config.from_dict(data["config"])
+        spaces = Spaces.of_checkpoint(data)
+        model = build_model(config, spaces)
+        model.load_state_dict(data["model_state"])
+        obs_stats = None
+        if config.obs_norm:
+            obs_stats = RunningMeanStd(spaces.obs_shape)
+            obs_stats.load_state_dict(data["obs_norm"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise BadInput(
+            f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})"
+        ) from None
+    info = inspect_env(config.env_id)
+    if info.spaces != spaces:
+        raise BadInput(
+            f"checkpoint: {str(path)!r} was trained for spaces {spaces}; {config.env_id} has {info.spaces}"
+        )
+    return SavedPolicy(path, config, model.eval(), obs_stats)
+
+
+def play_policy(
+    model: nn.Module, config: Config, episodes: int, seed: int, obs_stats: RunningMeanStd | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``episodes`` greedy episodes of ``model`` on fresh envs of ``config.env_id`` seeded from ``seed``."""
+    envs = make_eval_vector_env(config.env_id, episodes)
+    try:
+        normalize = None if obs_stats is None else obs_stats.normalize
+        return play_greedy(model, envs, seed, squash=config.squash, normalize=normalize)
+    finally:
+        envs.close()
+
+
+def saved_best(path: Path) -> tuple[float, float | None]:
+    """(selection mean, mean_return) of an existing best.pt ((-inf, None) when there is none or it cannot be
+    read): a resumed run or a restarted evaluator may have a best.pt newer than the best it was told about.
+    A best.pt from before ``selection_mean`` existed was chosen by its ``mean_return``."""
+    if not path.is_file():
+        return -float("inf"), None
+    try:
+        data = load_checkpoint(path)
+        mean = float(data["mean_return"])
+        return float(data.get("selection_mean", mean)), mean
+    except (BadInput, KeyError, TypeError, ValueError):
+        return -float("inf"), None
+
+
+class Evaluator:
+    """Evaluates the shared model on demand and keeps the run's eval.csv and best.pt.
+
+    Args:
+        config: the run's config (target_return, eval_episodes, env id).
+        shared_model: the global model; only read.
+        counters: the shared step/update counters (to stamp each evaluation).
+        run_dir: where eval.csv and checkpoints/best.pt go.
+        seed: this evaluator's seed stream.
+        start_time: ``time.time()`` at the start of the run.
+        spaces: the env's spaces, saved in best.pt so ``a3c evaluate`` can rebuild the model.
+        best_mean: the best selection mean so far (the mean of the first ``eval_episodes`` episodes of an
+            evaluation); best.pt is only replaced by a better one.
+        obs_stats: the workers' shared observation statistics (``config.obs_norm``); each evaluation
+            normalises with a snapshot of them, which best.pt keeps.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        shared_model: nn.Module,
+        counters: Counters,
+        run_dir: Path,
+        seed: int,
+        start_time: float,
+        spaces: Spaces,
+        best_mean: float = -float("inf"),
+        obs_stats: SharedObsStats | None = None,
+    ):
+        self.config = config
+        self.shared_model = shared_model
+        self.model = copy.deepcopy(shared_model)
+        self.flat, self.shared_flat = flatten_parameters(self.model), flat_view(shared_model)
+        self.counters = counters
+        self.run_dir = run_dir
+        self.rng = np.random.default_rng(seed)
+        self.start_time = start_time
+        # obs_dim/n_actions too: an older a3c reads them (flat Discrete envs).
+        self.dims = {"spaces": spaces.to_dict(), "obs_dim": spaces.obs_dim, "n_actions": spaces.n_actions}
+        self.obs_stats = obs_stats
+        self.obs_snapshot = None if obs_stats is None else RunningMeanStd(spaces.obs_shape)
+        saved_selection, saved_mean = saved_best(run_dir / "checkpoints" / "best.pt")
+        self.best_mean = max(best_mean, saved_selection)  # the selection mean best.pt was chosen by
+        self.best_return = saved_mean  # that evaluation's mean_return (eval.csv's value)
+        self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
+        # One vector env per episode count (evaluation, confirmation), built once and reset with new seeds.
+        self.envs: dict[int, gym.vector.VectorEnv] = {}
+        self.cpu_start = time.process_time()  # so start-up imports do not count as evaluation cost
+
+    def evaluate(self, should_stop: Callable[[], bool] = lambda: False) -> EvalRecord | None:
+        """One evaluation of the current shared weights; None when ``should_stop`` cut it short."""
+        global_step, updates = self._pull()
+        returns, lengths = self._play(self.config.eval_episodes, should_stop)
+        target = self.config.target_return
+        confirm = self.config.confirm_episodes
+        if target is not None and confirm > 0 and returns.mean() >= target and not should_stop():
+            # A confirmation round before declaring the run solved: over 10-20 episodes a policy that still
+            # fails now and then reaches the target by luck (measured on CartPole: best.pt at 460-471 over
+            # 100 fresh episodes). Only evaluations at the target pay for it.
+            more_returns, more_lengths = self._play(confirm, should_stop)
+            returns = np.concatenate([returns, more_returns])
+            lengths = np.concatenate([lengths, more_lengths])
+        if should_stop():
+            return None
+        wall_time = time.time() - self.start_time
+        mean = float(returns.mean())
+        # best.pt compares like with like: the mean of the first eval_episodes episodes, which every
+        # evaluation plays the same way. A confirmed evaluation's mean is over eval_episodes +
+        # confirm_episodes episodes (10 vs 110 with the CartPole preset): a mean over fewer episodes is
+        # noisier, so comparing the two would favour unconfirmed luck over a confirmed policy, or the
+        # other way round.
+        selection = float(returns[: self.config.eval_episodes].mean())
+        row = (
+            round(wall_time, 3),
+            global_step,
+            updates,
+            mean,
+            float(returns.std()),
+            float(returns.min()),
+            float(returns.max()),
+            float(lengths.mean()),
+            len(returns),
+        )
+        self.log.write(row)
+        if selection > self.best_mean:
+            self.best_mean, self.best_return = selection, mean
+            try:
+                save_checkpoint(
+                    self.run_dir / "checkpoints" / "best.pt",
+                    {
+                        "config": self.config.to_dict(),
+                        **self.dims,
+                        "model_state": self.model.state_dict(),
+                        **self._obs_norm_state(),
+                        "global_step": global_step,
+                        "updates": updates,
+                        "wall_time": wall_time,
+                        "mean_return": mean,
+                        "selection_mean": selection,
+                        "selection_episodes": self.config.eval_episodes,
+                    },
+                )
+            except OSError as exc:  # a full disk should not end the run; the previous best.pt stays
+                print(f"warning: could not save best.pt: {exc}", file=sys.stderr, flush=True)
+        solved = target is not None and mean >= target
+        best_return = self.best_mean if self.best_return is None else self.best_return
+        return EvalRecord(
+            *row,
+            cpu_s=self._cpu_s(),
+            best_mean_return=best_return,
+            solved=solved,
+            best_selection_mean=self.best_mean,
+        )
+
+    # The three steps a remote evaluator (a3c/ray_backend.py) does elsewhere: where the weights and their
+    # step stamps come from, where the episodes are played, and whose CPU time it was.
+
+    def _pull(self) -> tuple[int, int]:
+        """Copy the shared weights into ``self.model``; return the (global_step, updates) they belong to."""
+        stamps = self.counters.total_steps, self.counters.total_updates
+        pull_weights(self.flat, self.shared_flat)
+        if self.obs_stats is not None:
+            self.obs_snapshot.copy_from(self.obs_stats.merged())
+        return stamps
+
+    def _obs_norm_state(self) -> dict:
+        return {} if self.obs_snapshot is None else {"obs_norm": self.obs_snapshot.state_dict()}
+
+    def _normalize(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        return None if self.obs_snapshot is None else self.obs_snapshot.normalize
+
+    def _play(self, episodes: int, should_stop: Callable[[], bool]) -> tuple[np.ndarray, np.ndarray]:
+        """``episodes`` greedy episodes of ``self.model``: (returns, lengths)."""
+        if episodes not in self.envs:
+            self.envs[episodes] = make_eval_vector_env(self.config.env_id, episodes)
+        seed = int(self.rng.integers(2**31 - 1 - episodes))
+        return play_greedy(
+            self.model, self.envs[episodes], seed, should_stop, self.config.squash, self._normalize()
+        )
+
+    def _cpu_s(self) -> float:
+        return time.process_time() - self.cpu_start
+
+    def close(self) -> None:
+        for envs in self.envs.values():
+            envs.close()
+        self.log.close()
+
+
+def next_wait(eval_cpu_s: float, config: Config) -> float:
+    """Seconds to wait after an evaluation that used ``eval_cpu_s`` of CPU: at least ``eval_interval``, and
+    long enough that the evaluator uses at most ``eval_cpu_share`` of a core. Cheap evaluations (a fast env,
+    a policy that fails fast) come often and see a solve promptly; costly ones back off instead of taking a
+    worker's core. CPU time, not wall time: on a busy machine an evaluation's wall time is mostly waiting."""
+    share = config.eval_cpu_share
+    return max(config.eval_interval, eval_cpu_s * (1.0 - share) / share)
+
+
+def evaluator_main(
+    config: Config,
+    shared_model: nn.Module,
+    counters: Counters,
+    stop: StopSignal,
+    heartbeats: Heartbeats,
+    conn: Connection,
+    run_dir: Path,
+    seed: int,
+    start_time: float,
+    spaces: Spaces,
+    best_mean: float,
+    obs_stats: SharedObsStats | None = None,
+) -> None:
+    """Process shell: evaluate every ``next_wait`` s; stop at the target; once more at a budget end.
+
+    Its heartbeat slot is ``config.workers``; ``best_mean`` is the best so far (a restarted evaluator or a
+    resumed run must not replace best.pt with a worse model).
+    """
+    guard = ChildGuard(heartbeats, config.workers, "a3c-evaluator")  # first: set_num_threads(1), signals
+    evaluator = None
+    try:
+        evaluator = Evaluator(
+            config, shared_model, counters, run_dir, seed, start_time, spaces, best_mean, obs_stats
+        )
+        cut_short = lambda: guard.should_exit() or stop.is_set()  # noqa: E731
+        next_eval = time.monotonic() + config.eval_interval
+        while not cut_short():
+            remaining = next_eval - time.monotonic()
+            if remaining > 0:
+                time.sleep(min(StopSignal.POLL_S, remaining))  # an idle evaluator costs the workers nothing
+                continue
+            cpu_before = time.process_time()
+            record = evaluator.evaluate(cut_short)
+            next_eval = time.monotonic() + next_wait(time.process_time() - cpu_before, config)
+            if record is not None:
+                conn.send(record)
+                if record.solved:
+                    stop.stop(StopReason.SOLVED)
+        if stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS) and not guard.should_exit():
+            interrupted = lambda: guard.should_exit() or not stop.reason.is_budget  # noqa: E731
+            record = evaluator.evaluate(interrupted)
+            if record is not None:
+                conn.send(record)
+    except (BrokenPipeError, ConnectionResetError):
+        sys.exit(
+            0
+        )  # the trainer is gone (its end of the pipe closed): nothing to report to, nobody to train for
+    except BaseException:
+        conn.send(ErrorRecord("evaluator", format_error(traceback.format_exc())))
+        sys.exit(1)
+    finally:
+        if evaluator is not None:
+            evaluator.close()

@@ -1,0 +1,308 @@
+"""Spawned children under supervision: one pipe each, heartbeats, restarts within a budget.
+
+Each child writes its records to a pipe of its own (one writer, no lock), so a child killed at any instant
+cannot leave a lock held that would block the others, as a shared queue could; a message it could not
+finish only ends that pipe (EOF), since the trainer holds no copy of the write end. The trainer reads each
+pipe without blocking (``RecordReader``) and decodes a record only once all its bytes have arrived, so a child
+stopped in the middle of a large record (SIGSTOP, a debugger, swapped out) cannot block supervision: it just
+stops beating and is killed as hung.
+A child that dies, or stops beating for ``hang_timeout`` seconds, is restarted with a fresh seed stream,
+up to ``max_restarts`` times within ``RESTART_WINDOW_S``; past that the run fails with its last error.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import sys
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+from a3c.core.records import ErrorRecord
+from a3c.runtime.shared import Heartbeats
+
+RESTART_WINDOW_S = 600.0
+STARTUP_TIMEOUT_S = 120.0  # a child's first heartbeat comes after its imports: slow on a loaded machine
+RECV_MAX = 200  # records taken from one child per poll, so one flooding child cannot starve supervision
+RECV_MAX_BYTES = 16 << 20  # bytes read from one child per poll, for the same reason with large records
+READ_CHUNK = 1 << 20  # at most one pipe's worth (64 KiB by default) is there per read anyway
+
+# Connection's framing (CPython 3.11 Lib/multiprocessing/connection.py, Connection._send_bytes and
+# _recv_bytes, checked against the 3.11.7 source on the dev machine): a 4-byte big-endian signed length, or
+# -1 followed by an 8-byte big-endian unsigned length for payloads over 0x7fffffff bytes; then the payload,
+# a ForkingPickler pickle (Connection.send / recv).
+_HEADER = struct.Struct("!i")
+_LONG_HEADER = struct.Struct("!Q")
+
+
+class RecordReader:
+    """The read end of a child's one-way pipe, read without ever blocking.
+
+    ``Connection.recv`` blocks until a whole message is there: after ``poll()`` saw its first bytes, a writer
+    stopped mid-message (SIGSTOP) would block the trainer forever, its hang timeout included. This reads
+    whatever bytes are available into a buffer and decodes a record only when all of it is buffered.
+    ``fileno()`` makes it a valid object for ``multiprocessing.connection.wait``.
+    """
+
+    def __init__(self, connection: Connection):
+        self.connection = connection
+        self.fd = connection.fileno()
+        os.set_blocking(self.fd, False)  # only the trainer holds this read end (spawn/forkserver children)
+        self.buffer = bytearray()
+        self.at_eof = False
+        self.bytes_read = 0
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def _whole(self) -> tuple[int, int] | None:
+        """(start, end) of the first record's payload in the buffer, or None until all of it has arrived."""
+        if len(self.buffer) < _HEADER.size:
+            return None
+        (size,) = _HEADER.unpack_from(self.buffer)
+        start = _HEADER.size
+        if size == -1:
+            if len(self.buffer) < start + _LONG_HEADER.size:
+                return None
+            (size,) = _LONG_HEADER.unpack_from(self.buffer, start)
+            start += _LONG_HEADER.size
+        return (start, start + size) if len(self.buffer) >= start + size else None
+
+    def pending(self) -> bool:
+        """Whether a whole record is buffered (then a wait on the pipe must not block)."""
+        return self._whole() is not None
+
+    def next(self, read_until: float = float("inf")) -> tuple[bool, Any]:
+        """``(True, record)`` for the next whole record; ``(False, None)`` when none is whole yet: nothing
+        more to read now, or ``bytes_read`` has reached ``read_until``.
+
+        Raises EOFError once the writer is gone and no whole record is left; a record it did not finish
+        (killed mid-write) is dropped, as ``Connection.recv`` would have raised on it.
+        """
+        while True:
+            frame = self._whole()
+            if frame is not None:
+                start, end = frame
+                payload = bytes(self.buffer[start:end])
+                del self.buffer[:end]
+                return True, ForkingPickler.loads(payload)
+            if self.at_eof:
+                self.buffer.clear()
+                raise EOFError
+            if self.bytes_read >= read_until:
+                return False, None
+            try:
+                chunk = os.read(self.fd, READ_CHUNK)
+            except BlockingIOError:  # the pipe is empty for now: the rest of a record may come later
+                return False, None
+            self.at_eof = not chunk
+            self.buffer += chunk
+            self.bytes_read += len(chunk)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+@dataclass
+class ChildSpec:
+    """How to (re)start one child: ``args(restart, writer)`` builds its process arguments."""
+
+    name: str
+    slot: int
+    target: Callable[..., None]
+    args: Callable[[int, Connection], tuple]
+
+
+@dataclass
+class Child:
+    spec: ChildSpec
+    process: Any = None
+    reader: RecordReader | None = None
+    started: int = 0
+    started_at: float = 0.0
+    recent_restarts: deque = field(default_factory=deque)
+    last_error: ErrorRecord | None = None
+
+
+class Supervisor:
+    """Starts, watches, restarts and finally stops a set of children.
+
+    Args:
+        ctx: a spawn (or forkserver) multiprocessing context.
+        specs: one per child.
+        heartbeats: the shared heartbeat slots the children beat.
+        handle: called with every record that is not an ErrorRecord.
+        max_restarts: restarts allowed per child within RESTART_WINDOW_S.
+        hang_timeout: seconds without a heartbeat after which a child counts as crashed.
+    """
+
+    def __init__(
+        self,
+        ctx,
+        specs: list[ChildSpec],
+        heartbeats: Heartbeats,
+        handle: Callable[[Any], None],
+        max_restarts: int,
+        hang_timeout: float,
+    ):
+        self.ctx = ctx
+        self.children = [Child(spec) for spec in specs]
+        self.heartbeats = heartbeats
+        self.handle = handle
+        self.max_restarts = max_restarts
+        self.hang_timeout = hang_timeout
+        self.restarts = 0
+        self.failure: ErrorRecord | None = None
+
+    def _start(self, child: Child) -> None:
+        reader, writer = self.ctx.Pipe(duplex=False)
+        process = self.ctx.Process(
+            target=child.spec.target,
+            name=f"a3c-{child.spec.name.replace(' ', '-')}",
+            args=child.spec.args(child.started, writer),
+        )
+        self.heartbeats.clear(child.spec.slot)  # until its first beat, the start-up timeout applies
+        child.started_at = time.monotonic()
+        # The child inherits an ignored SIGINT (then Python installs no KeyboardInterrupt handler in it), so a
+        # Ctrl-C sent to the whole process group reaches only the trainer, which stops children in order.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            process.start()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        writer.close()
+        child.process, child.reader, child.last_error = process, RecordReader(reader), None
+        child.started += 1
+
+    def start_all(self) -> None:
+        for child in self.children:
+            self._start(child)
+
+    def _receive(self, child: Child, limit: int | None) -> None:
+        """Deliver the whole records ``child`` has sent, at most ``limit`` (and RECV_MAX_BYTES read) unless
+        None; never waits for the rest of a record (see RecordReader)."""
+        taken = 0
+        if child.reader is None:
+            return
+        read_until = float("inf") if limit is None else child.reader.bytes_read + RECV_MAX_BYTES
+        while child.reader is not None and (limit is None or taken < limit):
+            try:
+                got, record = child.reader.next(read_until)
+            except (EOFError, OSError):  # the child is gone and its pipe is drained: stop watching it
+                child.reader.close()
+                child.reader = None
+                return
+            except Exception:  # a record that does not unpickle: a bug, and the run must not go on without it
+                if self.failure is None:
+                    self.failure = ErrorRecord("trainer", traceback.format_exc())
+                return
+            if not got:
+                return
+            taken += 1
+            if isinstance(record, ErrorRecord):
+                child.last_error = record
+                continue
+            try:
+                self.handle(record)
+            except Exception:  # e.g. a CSV write on a full disk: the run must stop, not lose rows silently
+                if self.failure is None:
+                    self.failure = ErrorRecord("trainer", traceback.format_exc())
+
+    def poll(self, timeout: float, stopped: Callable[[], bool]) -> None:
+        """Wait up to ``timeout`` for records or exits; deliver records; restart dead or hung children.
+
+        Nothing is restarted once ``stopped()`` (read again after the wait: a child that set the stop flag
+        and exited meanwhile ended normally). Sets ``self.failure`` when a child is past its budget.
+        """
+        readers = [c.reader for c in self.children if c.reader is not None]
+        sentinels = [
+            c.process.sentinel for c in self.children if c.process is not None and c.process.is_alive()
+        ]
+        # Records already buffered (left over from RECV_MAX) do not make their pipe readable: do not wait.
+        wait(readers + sentinels, timeout=0 if any(r.pending() for r in readers) else timeout)
+        for child in self.children:
+            self._receive(child, RECV_MAX)
+        for child in self.children:
+            if stopped() or self.failure is not None:
+                return
+            if child.process.exitcode is not None:
+                self._receive(child, None)  # its ErrorRecord, if it sent one before dying
+                reason = f"{child.spec.name} died with exit code {child.process.exitcode}"
+            elif self._silent_for(child) is not None:
+                silent = self._silent_for(child)
+                child.process.kill()
+                child.process.join(timeout=5.0)
+                if child.process.is_alive():  # not even SIGKILL ended it: do not start a second one
+                    self.failure = ErrorRecord(
+                        child.spec.name, f"{child.spec.name} hung and could not be killed"
+                    )
+                    return
+                self._receive(child, None)  # what it sent before it hung (reading cannot block now)
+                reason = f"{child.spec.name} sent no heartbeat for {silent:g} s and was killed"
+            else:
+                continue
+            self._crashed(child, reason)
+
+    def _silent_for(self, child: Child) -> float | None:
+        """The timeout a child has exceeded without a heartbeat (None while it is fine)."""
+        age = self.heartbeats.age(child.spec.slot)
+        if age is None:  # still starting up
+            limit = max(self.hang_timeout, STARTUP_TIMEOUT_S)
+            return limit if time.monotonic() - child.started_at > limit else None
+        return self.hang_timeout if age > self.hang_timeout else None
+
+    def _crashed(self, child: Child, reason: str) -> None:
+        error = child.last_error or ErrorRecord(child.spec.name, reason)
+        now = time.monotonic()
+        while child.recent_restarts and now - child.recent_restarts[0] > RESTART_WINDOW_S:
+            child.recent_restarts.popleft()
+        if child.reader is not None:
+            child.reader.close()
+            child.reader = None
+        if len(child.recent_restarts) >= self.max_restarts:
+            crashes = len(child.recent_restarts) + 1
+            self.failure = ErrorRecord(
+                error.source,
+                f"{error.traceback.rstrip()}\n({child.spec.name} crashed {crashes} times "
+                f"within {RESTART_WINDOW_S:g} s; the restart budget is {self.max_restarts})",
+            )
+            return
+        child.recent_restarts.append(now)
+        self.restarts += 1
+        last_line = error.traceback.strip().splitlines()[-1] if error.traceback.strip() else reason
+        print(
+            f"warning: {child.spec.name} crashed ({last_line}); restarting it "
+            f"({len(child.recent_restarts)}/{self.max_restarts} within {RESTART_WINDOW_S:g} s)",
+            file=sys.stderr,
+            flush=True,
+        )
+        self._start(child)
+
+    def stop_all(self, deadline: Callable[[], float], join_s: float = 2.0) -> None:
+        """After the stop flag is set: let children exit by themselves until ``deadline()`` (a monotonic time,
+        re-read each tick so a Ctrl-C can shorten it), then terminate, then kill. Records are drained all
+        along, so a child blocked on a full pipe can still exit."""
+        started = [c for c in self.children if c.process is not None]
+        while any(c.process.is_alive() for c in started) and time.monotonic() < deadline():
+            self.poll(timeout=0.1, stopped=lambda: True)
+        for signal_them in (lambda p: p.terminate(), lambda p: p.kill()):  # SIGTERM first, then SIGKILL
+            alive = [c.process for c in started if c.process.is_alive()]
+            for process in alive:
+                signal_them(process)
+            until = time.monotonic() + join_s  # one deadline for all of them, not join_s each
+            while any(p.is_alive() for p in alive) and time.monotonic() < until:
+                wait([p.sentinel for p in alive if p.is_alive()], timeout=0.1)
+        for child in started:
+            child.process.join(timeout=join_s)
+        for child in started:
+            self._receive(child, None)
+            if child.reader is not None:
+                child.reader.close()
+                child.reader = None

@@ -1,0 +1,70 @@
+"""The numpy loss-and-gradient of the MLP actor-critic equals torch autograd's on the same segment."""
+
+import numpy as np
+import pytest
+import torch
+
+from a3c.algo.flat import attach_flat_grad, flatten_parameters
+from a3c.algo.mlp_grad import MlpGradient
+from a3c.algo.model import ActorCritic
+from a3c.algo.rollout import Segment
+from a3c.algo.update import compute_gradients, segment_loss
+
+
+def random_segment(rng, steps, num_envs, obs_dim, n_actions):
+    seg = Segment.allocate(steps, num_envs, obs_dim)
+    seg.obs[:] = rng.normal(size=seg.obs.shape)
+    seg.actions[:] = rng.integers(n_actions, size=seg.actions.shape)
+    seg.rewards[:] = rng.normal(size=seg.rewards.shape)
+    seg.terminated[:] = rng.random(seg.terminated.shape) < 0.1
+    seg.truncated[:] = ~seg.terminated & (rng.random(seg.truncated.shape) < 0.1)
+    seg.final_obs[:] = rng.normal(size=seg.final_obs.shape)
+    seg.next_obs[:] = rng.normal(size=seg.next_obs.shape)
+    return seg
+
+
+def model_with_grad(seed, obs_dim, n_actions, hidden, shared_body):
+    torch.manual_seed(seed)
+    model = ActorCritic(obs_dim, n_actions, hidden, shared_body)
+    with torch.no_grad():  # non-trivial heads (the init makes the policy head nearly zero)
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    flat = flatten_parameters(model)
+    return model, attach_flat_grad(model, flat)
+
+
+@pytest.mark.parametrize("shared_body", [False, True])
+@pytest.mark.parametrize(
+    "steps,num_envs,obs_dim,n_actions,hidden,entropy_coef",
+    [
+        (20, 1, 4, 2, (64, 64), 0.01),
+        (5, 16, 4, 2, (64, 64), 0.0),
+        (8, 3, 7, 5, (32,), 0.05),
+        (3, 2, 3, 3, (16, 8, 4), 0.1),
+    ],
+)
+def test_gradient_and_terms_match_autograd(
+    shared_body, steps, num_envs, obs_dim, n_actions, hidden, entropy_coef
+):
+    rng = np.random.default_rng(steps * 100 + num_envs)
+    seg = random_segment(rng, steps, num_envs, obs_dim, n_actions)
+    args = (0.97, 0.9, 0.5, entropy_coef)
+
+    reference, ref_grad = model_with_grad(1, obs_dim, n_actions, hidden, shared_body)
+    ref_terms = segment_loss(reference, seg, *args)
+    ref_norm = compute_gradients(ref_terms.total, ref_grad, max_grad_norm=0.0)
+
+    model, grad = model_with_grad(1, obs_dim, n_actions, hidden, shared_body)
+    grad.fill_(123.0)  # loss_and_grad must overwrite the whole buffer, not add to it
+    terms = MlpGradient(model).loss_and_grad(seg, *args)
+
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-4, atol=1e-6)
+    assert float(torch.linalg.vector_norm(grad)) == pytest.approx(ref_norm, rel=1e-4)
+    assert terms.total == pytest.approx(ref_terms.total.item(), rel=1e-5, abs=1e-6)
+    for name in ("policy", "value", "entropy", "explained_variance"):
+        assert getattr(terms, name) == pytest.approx(getattr(ref_terms, name), rel=1e-5, abs=1e-6), name
+
+
+def test_needs_the_flat_gradient_buffer():
+    with pytest.raises(ValueError, match="attach_flat_grad"):
+        MlpGradient(ActorCritic(4, 2))

@@ -1,0 +1,263 @@
+"""--set parsing, Config validation and the precedence of defaults, env spec, preset, options and --set."""
+
+from __future__ import annotations
+
+import pytest
+
+import a3c.core.config as config_module
+from a3c.core.config import Config, parse_set, resolve_config
+from a3c.core.errors import BadInput
+from envs import inspect_env, load_preset
+
+# -- parse_set -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("item", "key", "value"),
+    [
+        ("workers=4", "workers", 4),
+        ("t_max= 32 ", "t_max", 32),
+        ("max_steps=1e6", "max_steps", 1_000_000),
+        ("lr=3e-4", "lr", 3e-4),
+        ("gamma=1", "gamma", 1.0),
+        ("shared_body=true", "shared_body", True),
+        ("shared_body=False", "shared_body", False),
+        ("shared_body=1", "shared_body", True),
+        ("shared_body=no", "shared_body", False),
+        ("hidden_sizes=64,64", "hidden_sizes", (64, 64)),
+        ("hidden_sizes=128", "hidden_sizes", (128,)),
+        ("hidden_sizes=32, 16, 8", "hidden_sizes", (32, 16, 8)),
+        ("max_steps=none", "max_steps", None),
+        ("max_seconds=None", "max_seconds", None),
+        ("target_return=null", "target_return", None),
+        ("max_seconds=90.5", "max_seconds", 90.5),
+        ("target_return=-100", "target_return", -100.0),
+        ("optimizer=rmsprop", "optimizer", "rmsprop"),
+    ],
+)
+def test_parse_set_typed_values(item, key, value):
+    parsed = parse_set((item,))
+    assert parsed == {key: value}
+    assert type(parsed[key]) is type(value)
+
+
+def test_parse_set_several_items_later_wins():
+    assert parse_set(("lr=0.1", "workers=3", "lr=0.2")) == {"lr": 0.2, "workers": 3}
+    assert parse_set(()) == {}
+
+
+@pytest.mark.parametrize("key", ["learning_rate", "env_id", "Workers", "hidden"])
+def test_parse_set_unknown_key_names_it(key):
+    with pytest.raises(BadInput, match=f"unknown key '{key}'"):
+        parse_set((f"{key}=1",))
+
+
+def test_parse_set_without_equals_sign():
+    with pytest.raises(BadInput, match="key=value"):
+        parse_set(("workers",))
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "workers=abc",
+        "workers=1.5",
+        "workers=",
+        "lr=fast",
+        "gamma=",
+        "shared_body=maybe",
+        "hidden_sizes=64,x",
+        "hidden_sizes=64.5,64",
+        "max_steps=ten",
+        "eval_episodes=2.5",
+    ],
+)
+def test_parse_set_bad_value(item):
+    key = item.partition("=")[0]
+    with pytest.raises(BadInput) as excinfo:
+        parse_set((item,))
+    assert str(excinfo.value).startswith(f"{key}:")
+
+
+@pytest.mark.parametrize("item", ["workers=inf", "max_steps=1e400"])
+def test_parse_set_infinite_integer_is_bad_input(item):
+    with pytest.raises(BadInput):
+        parse_set((item,))
+
+
+# -- Config.validate -----------------------------------------------------------------------------------------
+
+
+def test_defaults_validate():
+    config = Config(env_id="CartPole-v1")
+    assert config.validate() is config
+    assert Config(env_id="CartPole-v1", gamma=1.0, workers=1, t_max=1, lr=1e-9).validate().gamma == 1.0
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("workers", 0),
+        ("workers", -2),
+        ("lr", 0.0),
+        ("lr", -1e-3),
+        ("lr", float("inf")),
+        ("gamma", 0.0),
+        ("gamma", 1.5),
+        ("gamma", -0.5),
+        ("t_max", 0),
+        ("envs_per_worker", 0),
+        ("gae_lambda", 1.01),
+        ("optimizer", "sgd"),
+        ("hidden_sizes", ()),
+        ("hidden_sizes", (64, 0)),
+        ("max_steps", 0),
+        ("eval_episodes", 0),
+    ],
+)
+def test_validate_rejects_with_field_and_value(field, value):
+    with pytest.raises(BadInput) as excinfo:
+        Config(env_id="CartPole-v1", **{field: value}).validate()
+    message = str(excinfo.value)
+    assert message.startswith(f"{field}:")
+    assert repr(value) in message
+
+
+def test_to_dict_round_trip():
+    config = Config(env_id="CartPole-v1", hidden_sizes=(32, 16), max_steps=1000)
+    data = config.to_dict()
+    assert Config.from_dict(data) == config
+    data["hidden_sizes"] = [32, 16]  # as JSON gives it back
+    assert Config.from_dict(data) == config
+    with pytest.raises(BadInput, match="unknown key 'nope'"):
+        Config.from_dict({**config.to_dict(), "nope": 1})
+
+
+# -- resolve_config ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    return inspect_env("CartPole-v1")
+
+
+def test_preset_values_appear(cartpole):
+    preset = load_preset("CartPole-v1")
+    assert preset, "CartPole-v1 has a preset"
+    config = resolve_config(cartpole, {}, {})
+    for key, value in preset.items():
+        expected = tuple(value) if isinstance(value, list) else value
+        assert getattr(config, key) == expected, key
+    assert config.env_id == "CartPole-v1"
+    # A field the preset does not set keeps the dataclass default.
+    for name in ("seed", "optimizer_eps", "max_steps", "max_seconds"):
+        if name not in preset:
+            assert getattr(config, name) == getattr(Config(env_id="x"), name), name
+
+
+def test_options_override_preset_and_set_overrides_options(cartpole):
+    preset = load_preset("CartPole-v1")
+    base = resolve_config(cartpole, {}, {})
+    t_from_options = base.t_max + 3
+    t_from_set = base.t_max + 7
+
+    config = resolve_config(cartpole, {"t_max": t_from_options, "lr": None, "workers": None}, {})
+    assert config.t_max == t_from_options
+    assert config.lr == base.lr and config.workers == base.workers  # None means "not given"
+
+    config = resolve_config(cartpole, {"t_max": t_from_options}, {"t_max": t_from_set})
+    assert config.t_max == t_from_set
+
+    if "target_return" in preset:
+        config = resolve_config(cartpole, {"target_return": 10.0}, {})
+        assert config.target_return == 10.0
+
+
+def test_preset_beats_spec_threshold(cartpole, monkeypatch):
+    monkeypatch.setattr(config_module, "load_preset", lambda env_id: {"target_return": 123.0, "workers": 3})
+    config = resolve_config(cartpole, {}, {})
+    assert config.target_return == 123.0 and config.workers == 3
+    assert resolve_config(cartpole, {"workers": 5}, {"workers": 6}).workers == 6
+
+
+def test_preset_with_unknown_key_is_bad_input(cartpole, monkeypatch):
+    monkeypatch.setattr(config_module, "load_preset", lambda env_id: {"learning_rate": 0.1})
+    with pytest.raises(BadInput, match="preset of CartPole-v1: unknown key 'learning_rate'"):
+        resolve_config(cartpole, {}, {})
+
+
+def test_resolved_config_is_validated(cartpole):
+    with pytest.raises(BadInput, match="gamma: 1.5"):
+        resolve_config(cartpole, {}, {"gamma": 1.5})
+    with pytest.raises(BadInput, match="workers: 0"):
+        resolve_config(cartpole, {"workers": 0}, {})
+
+
+def test_env_without_preset_gets_target_from_spec():
+    assert load_preset("Acrobot-v1") is None
+    info = inspect_env("Acrobot-v1")
+    assert info.reward_threshold == -100.0
+    config = resolve_config(info, {}, {})
+    assert config.target_return == -100.0
+    assert config.t_max == Config(env_id="x").t_max  # dataclass default, no preset
+    assert resolve_config(info, {}, {"target_return": -80.0}).target_return == -80.0
+
+
+# -- defaults derived from the env's spaces, and every preset ------------------------------------------------
+
+
+def _info(shape, continuous, threshold=None):
+    from envs import EnvInfo, Spaces
+
+    bounds = ((-1.0,), (1.0,)) if continuous else ((), ())
+    spaces = Spaces(shape, 1 if continuous else 4, continuous, *bounds)
+    return EnvInfo("NoPreset-v0", spaces, threshold, None)
+
+
+def test_image_observations_without_a_preset_get_the_conv_lstm():
+    config = resolve_config(_info((1, 84, 84), False, 21.0), {}, {})
+    assert (config.model, config.lstm_size, config.target_return) == ("cnn", 256, 21.0)
+    with pytest.raises(BadInput, match="model: 'mlp' is not allowed"):
+        resolve_config(_info((1, 84, 84), False), {}, {"model": "mlp"})
+
+
+def test_box_actions_without_a_preset_get_a_gaussian_on_normalised_observations():
+    config = resolve_config(_info((5,), True), {}, {})
+    assert config.model == "mlp" and config.obs_norm and config.gaussian_std == "learned"
+    with pytest.raises(BadInput, match="model: 'cnn' is not allowed"):
+        resolve_config(_info((5,), True), {}, {"model": "cnn"})
+    with pytest.raises(BadInput, match="lstm_size: 8 is not allowed with model mlp"):
+        resolve_config(_info((5,), True), {}, {"lstm_size": 8})
+
+
+@pytest.mark.parametrize("field,value", [("squash", "sigmoid"), ("gaussian_std", "fixed"), ("model", "rnn")])
+def test_new_choice_fields_are_validated(field, value):
+    with pytest.raises(BadInput, match=f"{field}: '{value}' is not allowed"):
+        Config(env_id="x", **{field: value}).validate()
+
+
+def test_every_preset_resolves_into_a_valid_config():
+    from envs.presets import list_presets
+
+    presets = list_presets()
+    assert {p.env_id for p in presets} >= {
+        "CartPole-v1",
+        "Pendulum-v1",
+        "MountainCarContinuous-v0",
+        "HalfCheetah-v5",
+        "Hopper-v5",
+        "ALE/Pong-v5",
+        "ALE/Breakout-v5",
+    }
+    for preset in presets:
+        values = load_preset(preset.env_id)
+        assert values is not None and preset.target_return is not None, preset.env_id
+        Config(env_id=preset.env_id, **{k: config_module._coerce(k, v) for k, v in values.items()}).validate()
+
+
+def test_cnn_refuses_obs_norm_and_a_state_dependent_std():
+    image = _info((1, 84, 84), False)
+    with pytest.raises(BadInput, match="obs_norm: true is not allowed with model cnn"):
+        resolve_config(image, {}, {"obs_norm": True})
+    with pytest.raises(BadInput, match="gaussian_std: 'state' is not allowed with model cnn"):
+        resolve_config(image, {}, {"gaussian_std": "state"})

@@ -1,0 +1,101 @@
+"""Smoke runs of the optional env families: Atari (conv net + LSTM) and MuJoCo (Gaussian policy).
+
+Each trains a few hundred steps with 2 spawned workers, writes a checkpoint, and ``a3c evaluate`` plays it.
+``make test`` installs both extras (they are in ``dev``); without one, its test is skipped and says why (it
+fails under CI's A3C_REQUIRE_EXTRAS=1).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from a3c.algo.learner import build_model
+from a3c.core.config import Config
+from envs import Spaces
+from tests.conftest import read_json, require_extra, run_a3c
+
+pytestmark = pytest.mark.slow
+
+
+def needs(module: str, extra: str) -> Callable[[Callable], Callable]:
+    """Run the test only where ``module`` of ``extra`` imports: skip otherwise, fail in CI (require_extra)."""
+
+    def decorate(test: Callable) -> Callable:
+        @functools.wraps(test)  # keeps the signature: pytest still passes the test's fixtures
+        def guarded(*args, **kwargs):
+            require_extra(module, extra)
+            return test(*args, **kwargs)
+
+        return guarded
+
+    return decorate
+
+
+def train_and_evaluate(run_dir, token, env_id: str, steps: int, *sets: str) -> tuple[dict, dict]:
+    args = ["train", "--env", env_id, "--workers", "2", "--max-steps", str(steps), "--quiet"]
+    for item in sets:
+        args += ["--set", item]
+    result = run_a3c(*args, "--run-dir", str(run_dir), timeout=300, token=token)
+    assert result.returncode == 0, result.stderr
+    summary = read_json(run_dir / "summary.json")
+    assert summary["total_steps"] >= steps and summary["exit_reason"] == "max_steps"
+    assert (run_dir / "checkpoints" / "last.pt").is_file() and (run_dir / "checkpoints" / "best.pt").is_file()
+    played = run_a3c("evaluate", str(run_dir), "--episodes", "1", "--json", timeout=300, token=token)
+    assert played.returncode == 0, played.stderr
+    return summary, json.loads(played.stdout)
+
+
+# A Pong game ends when one side has 21 points; each point takes well over 20 agent steps (4 frames each),
+# and the v5 frame cap (108,000 frames) is 27,000 agent steps.
+PONG_MIN_STEPS_PER_POINT = 20
+PONG_FRAME_CAP_STEPS = 27_000
+
+
+@needs("ale_py", "atari")
+def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token):
+    summary, played = train_and_evaluate(run_dir, token, "ALE/Pong-v5", 400, "eval_episodes=1")
+    config = read_json(run_dir / "config.json")
+    assert config["model"] == "cnn" and config["lstm_size"] == 256  # the preset's A3C-LSTM
+
+    # evaluate played one whole game (at least 21 points, ended by the game, not the frame cap) and reports
+    # its raw score: a whole number of points.
+    score, length = played["mean_return"], played["mean_length"]
+    assert played["episodes"] == 1 and score == played["min_return"] == played["max_return"], played
+    assert score == int(score) and -21 <= score <= 21, played
+    assert 21 * PONG_MIN_STEPS_PER_POINT <= length < PONG_FRAME_CAP_STEPS, played
+    with (run_dir / "eval.csv").open() as f:  # the evaluator's games during training are whole games too
+        evals = list(csv.DictReader(f))
+    assert evals and all(float(r["mean_return"]).is_integer() for r in evals), evals
+    assert all(float(r["mean_length"]) >= 21 * PONG_MIN_STEPS_PER_POINT for r in evals), evals
+
+    # last.pt is the run's final state (its counters are the summary's) and loads into the model it names.
+    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert state["global_step"] == summary["total_steps"] == int(state["worker_steps"].sum())
+    assert state["updates"] == summary["total_updates"] > 0
+    assert state["spaces"] == {
+        "obs_shape": [1, 84, 84], "n_actions": 6, "continuous": False, "action_low": [], "action_high": [],
+    }  # fmt: skip
+    saved_config = json.loads(json.dumps(state["config"]))
+    assert saved_config == {key: config[key] for key in saved_config}
+    model = build_model(Config.from_dict(state["config"]), Spaces.of_checkpoint(state))
+    model.load_state_dict(state["model_state"])  # strict: every weight of the conv net and LSTM, no other
+    assert state["model_state"]["lstm.weight_ih"].shape[0] == 4 * 256
+    (moments,) = state["optimizer_state"]["state"].values()  # the shared Adam over the one flat buffer
+    assert float(moments["step"]) > 0 and bool(moments["exp_avg_sq"].gt(0).any())
+    best = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=True)
+    assert best["mean_return"] == max(float(r["mean_return"]) for r in evals)
+
+
+@needs("mujoco", "mujoco")
+def test_halfcheetah_gaussian_trains_checkpoints_and_evaluates(run_dir, token):
+    summary, played = train_and_evaluate(run_dir, token, "HalfCheetah-v5", 2000, "eval_episodes=1")
+    assert played["mean_length"] == 1000 and played["env_id"] == "HalfCheetah-v5"
+    state = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=False)
+    assert state["spaces"]["continuous"] and state["spaces"]["n_actions"] == 6
+    assert state["config"]["obs_norm"] and state["obs_norm"]["mean"].shape == (17,)  # evaluate uses these

@@ -1,0 +1,325 @@
+"""Fault injection with real processes: crashed and hung children, a killed trainer, resume, bad checkpoints,
+non-finite numbers and a failing disk. Every run is under a timeout and leaves no process behind."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from a3c.core.config import Config
+from a3c.run.resume import load_resume_checkpoint
+from a3c.trainer import Trainer
+from envs import inspect_env
+from tests.conftest import (
+    data_rows,
+    end,
+    left_behind,
+    processes_with_token,
+    read_json,
+    run_a3c,
+    run_serial_fixed_length,
+    start_cartpole,
+    wait_until,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def comm_pids(name: str) -> set[int]:
+    """PIDs of processes whose name (/proc/PID/comm, set by a3c's children) is ``name``."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == name:
+                    found.add(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def assert_continuous(path: Path, before_kill: list[dict[str, str]], step: int, wall: float) -> None:
+    """global_step and wall_time never go back; the rows the checkpoint covers (global_step <= its step and
+    wall_time <= its wall time) are exactly those logged before the kill (none lost, none twice), and every
+    later row is new. Both bounds: an evaluation that pulled weights before the checkpoint may have finished
+    after it, and its row is then dropped with the rest of what the killed process did later."""
+    table = rows(path)
+    steps = [int(r["global_step"]) for r in table]
+    walls = [float(r["wall_time"]) for r in table]
+    assert steps == sorted(steps), f"{path.name}: global_step goes back"
+    assert walls == sorted(walls), f"{path.name}: wall_time goes back"
+    covered = [r for r in before_kill if int(r["global_step"]) <= step and float(r["wall_time"]) <= wall]
+    assert table[: len(covered)] == covered, f"{path.name}: rows lost or doubled"
+    assert all(float(r["wall_time"]) >= wall for r in table[len(covered) :]), f"{path.name}: an old row twice"
+
+
+def digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_sigkilled_worker_is_restarted_and_the_run_reaches_its_target(run_dir, token):
+    proc = start_cartpole(run_dir, token, extra="")
+    try:
+        (victim,) = comm_pids("a3c-worker-0") & processes_with_token(token)
+        steps_before = max(int(r["global_step"]) for r in rows(run_dir / "episodes.csv"))
+        os.kill(victim, signal.SIGKILL)
+        out, err = proc.communicate(timeout=240)
+    finally:
+        end(proc)
+    assert proc.returncode == 0, err
+    assert "worker 0 crashed" in err and "restarting" in err
+    summary = read_json(run_dir / "summary.json")
+    assert summary["solved"] is True and summary["restarts"] >= 1
+    assert summary["total_steps"] > steps_before
+    workers = {
+        int(r["worker"]) for r in rows(run_dir / "episodes.csv") if int(r["global_step"]) > steps_before
+    }
+    assert 0 in workers  # the restarted worker 0 trained on
+
+
+def test_worker_that_always_raises_ends_the_run_after_its_restart_budget(run_dir, token):
+    args = "train --env tests.testing_envs:Faulty-v0 --workers 2 --eval-interval 600 --set max_restarts=2"
+    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=180, token=token)
+    err = result.stderr
+    assert result.returncode == 1, err
+    assert "injected fault" in err and "restart budget is 2" in err
+    assert err.count("restarting it") >= 2
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"].startswith("failed: worker") and summary["restarts"] >= 2
+
+
+def test_killed_trainer_leaves_no_child_and_resume_continues_exactly(run_dir, token):
+    proc = start_cartpole(run_dir, token, extra="--target-return 1e9 --checkpoint-interval 1")
+    last = run_dir / "checkpoints" / "last.pt"
+    try:
+        wait_until(proc, lambda: last.is_file() and data_rows(run_dir / "episodes.csv") >= 200, timeout=120)
+        wait_until(proc, lambda: len(list((run_dir / "checkpoints").glob("step-*.pt"))) >= 2, timeout=60)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        started = time.monotonic()
+        assert not left_behind(token, timeout=5.0), "children outlived the SIGKILLed trainer by 5 s"
+        assert time.monotonic() - started <= 5.0
+    finally:
+        end(proc)
+    checkpoint = load_resume_checkpoint(run_dir)
+    step = checkpoint["global_step"]
+    assert step > 0 and step == int(checkpoint["worker_steps"].sum())
+    before_kill = {name: rows(run_dir / name) for name in ("episodes.csv", "eval.csv")}
+
+    result = run_a3c(
+        "train",
+        "--resume",
+        str(run_dir),
+        "--max-steps",
+        str(step + 150_000),  # several seconds: enough periodic checkpoints to rotate
+        "--max-seconds",
+        "600",
+        "--quiet",
+        timeout=300,
+        token=token,
+    )
+    assert result.returncode == 0, result.stderr
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] == "max_steps" and summary["total_steps"] >= step + 150_000
+    resumed = load_resume_checkpoint(run_dir)
+    assert resumed["global_step"] == summary["total_steps"] and resumed["resumes"] == 1
+    assert resumed["updates"] > checkpoint["updates"]
+    assert read_json(run_dir / "config.json")["resumes"] == 1
+    for name in ("episodes.csv", "eval.csv"):
+        assert_continuous(run_dir / name, before_kill[name], step, float(checkpoint["wall_time"]))
+    table = rows(run_dir / "episodes.csv")
+    assert summary["episodes"] == len(table)
+    assert any(int(r["global_step"]) > step for r in table) and any(
+        int(r["global_step"]) <= step for r in table
+    )
+    assert len(list((run_dir / "checkpoints").glob("step-*.pt"))) == 4  # last.pt's own + keep_checkpoints (3)
+
+
+def test_ctrl_c_twice_still_stops_cleanly(run_dir, token):
+    proc = start_cartpole(run_dir, token)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=15) == 130, proc.stderr.read()
+    finally:
+        end(proc)
+    assert read_json(run_dir / "summary.json")["exit_reason"] == "SIGINT"
+    assert load_resume_checkpoint(run_dir)["global_step"] > 0
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A short serial FixedLength run, finished: a run dir with a good last.pt to break in copies."""
+    run_dir = tmp_path_factory.mktemp("finished") / "run"
+    result = run_serial_fixed_length(run_dir, 400)
+    assert result.returncode == 0, result.stderr
+    return run_dir
+
+
+def break_last(run_dir: Path, how: str, other: Path) -> None:
+    last = run_dir / "checkpoints" / "last.pt"
+    if how == "truncated":
+        last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
+    elif how == "random bytes":
+        last.write_bytes(os.urandom(4096))
+    else:  # a checkpoint of another env
+        shutil.copy(other / "checkpoints" / "last.pt", last)
+
+
+@pytest.mark.parametrize("how", ["truncated", "random bytes", "another env"])
+def test_broken_or_foreign_checkpoint_is_refused_and_nothing_is_overwritten(finished_run, tmp_path, how):
+    other = tmp_path / "other"
+    result = run_a3c(
+        *["train", "--env", "CartPole-v1", "--serial", "--max-steps", "200", "--quiet"],
+        "--run-dir",
+        str(other),
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    break_last(run_dir, how, other)
+    before = digest(run_dir)
+
+    resumed = run_a3c("train", "--resume", str(run_dir), "--quiet", timeout=120)
+    assert resumed.returncode == 2, resumed.stderr
+    assert resumed.stderr.startswith("error: ") and len(resumed.stderr.strip().splitlines()) == 1
+    evaluated = run_a3c("evaluate", str(run_dir / "checkpoints" / "last.pt"), timeout=120)
+    if how == "another env":
+        assert evaluated.returncode == 0  # a whole checkpoint of CartPole: evaluate plays it on CartPole
+    else:
+        assert evaluated.returncode == 2 and evaluated.stderr.startswith("error: checkpoint:")
+    assert digest(run_dir) == before
+
+
+def serial_trainer(run_dir: Path, resume=None, **overrides) -> Trainer:
+    info = inspect_env("tests.testing_envs:FixedLength-v0")
+    values = {"env_id": info.env_id, "workers": 1, "eval_interval": 0.2, "max_steps": 600, **overrides}
+    config = Config(**values).validate()
+    return Trainer(config, info, run_dir, serial=True, show_progress=False, resume=resume)
+
+
+def test_resume_round_trip_is_bit_exact(tmp_path):
+    run_dir = tmp_path / "run"
+    first = serial_trainer(run_dir)
+    assert first.run() == 0
+    # The first trainer's own final state, read from it (not from its checkpoint)...
+    final_model = {k: v.clone() for k, v in first.model.state_dict().items()}
+    (first_flat,) = first.optimizer.param_groups[0]["params"]
+    final_moments = {k: v.clone() for k, v in first.optimizer.state[first_flat].items()}
+    final_counts = (first.counters.total_steps, first.counters.total_updates, first.monitor.episodes)
+    final_rng = torch.get_rng_state()
+    checkpoint = load_resume_checkpoint(run_dir)
+    # ... is what its last.pt holds ...
+    torch.testing.assert_close(checkpoint["model_state"], final_model, rtol=0, atol=0)
+    torch.testing.assert_close(checkpoint["optimizer_state"]["state"][0], final_moments, rtol=0, atol=0)
+    assert (checkpoint["global_step"], checkpoint["updates"], checkpoint["episodes"]) == final_counts
+    assert torch.equal(checkpoint["rng_state"], final_rng)
+
+    torch.manual_seed(first.config.seed)  # what a fresh Trainer seeds: the resume must replace it
+    fresh_rng = torch.get_rng_state()
+    assert not torch.equal(fresh_rng, final_rng)  # else the RNG check below could not fail
+    second = serial_trainer(run_dir, resume=checkpoint, max_steps=1200)
+    # ... and what the resumed trainer starts from.
+    torch.testing.assert_close(second.model.state_dict(), final_model, rtol=0, atol=0)
+    (flat,) = second.optimizer.param_groups[0]["params"]  # one flat parameter (a3c/flat.py)
+    for key in ("step", "exp_avg", "exp_avg_sq"):
+        live = second.optimizer.state[flat][key]
+        assert torch.equal(live, final_moments[key]) and live.is_shared(), key
+    assert (
+        second.counters.total_steps,
+        second.counters.total_updates,
+        second.monitor.episodes,
+    ) == final_counts
+    assert final_counts[2] == data_rows(run_dir / "episodes.csv")
+    assert torch.equal(torch.get_rng_state(), final_rng)  # the torch RNG continues where it stopped
+    assert second.run() == 0
+    assert load_resume_checkpoint(run_dir)["global_step"] >= 1200
+
+
+def test_non_finite_gradients_are_skipped_and_counted(tmp_path):
+    args = "train --env tests.testing_envs:NaNReward-v0 --serial --max-steps 3000 --eval-interval 0.5 --quiet"
+    result = run_a3c(*args.split(), "--run-dir", str(tmp_path / "run"), timeout=120)
+    assert result.returncode == 0, result.stderr
+    summary = read_json(tmp_path / "run" / "summary.json")
+    assert summary["skipped_updates"] > 0
+    state = load_resume_checkpoint(tmp_path / "run")["model_state"]
+    assert all(torch.isfinite(t).all() for t in state.values())
+
+
+def test_non_finite_shared_parameters_stop_the_run_and_keep_the_last_good_checkpoint(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert serial_trainer(run_dir).run() == 0
+    good = (run_dir / "checkpoints" / "last.pt").read_bytes()
+    trainer = serial_trainer(run_dir, resume=load_resume_checkpoint(run_dir), max_steps=100_000)
+    with torch.no_grad():
+        next(trainer.model.parameters()).fill_(float("nan"))
+    assert trainer.run() == 1
+    assert "non-finite" in capsys.readouterr().err
+    assert (run_dir / "checkpoints" / "last.pt").read_bytes() == good
+    assert read_json(run_dir / "summary.json")["exit_reason"] == "failed: trainer"
+
+
+def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys):
+    import a3c.run.files
+
+    run_dir = tmp_path / "run"
+    trainer = serial_trainer(run_dir, checkpoint_interval=0.05, max_steps=3000)
+    real_save = torch.save
+    calls = {"n": 0}
+
+    def save_then_fail(obj, f, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > 2:  # the first checkpoints succeed, then the disk is full mid-write
+            f.write(b"partial")
+            raise OSError(28, "No space left on device")
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(a3c.run.files.torch, "save", save_then_fail)
+    assert trainer.run() == 1  # the run ends, but could not write its final checkpoint
+    err = capsys.readouterr().err
+    assert "No space left on device" in err
+    checkpoint = load_resume_checkpoint(run_dir)  # the last good one, whole
+    assert checkpoint["global_step"] > 0
+    assert not list((run_dir / "checkpoints").glob(".*.tmp"))  # no half-written temp file left
+    assert read_json(run_dir / "summary.json")["total_steps"] >= 3000
+
+
+def test_a_hung_worker_is_found_by_its_missing_heartbeat(run_dir, token):
+    args = "train --env tests.testing_envs:Hanging-v0 --workers 2 --eval-interval 600 --hang-timeout 3"
+    result = run_a3c(
+        *args.split(), "--set", "max_restarts=0", "--run-dir", str(run_dir), timeout=120, token=token
+    )
+    err = result.stderr
+    assert result.returncode == 1, err
+    assert "sent no heartbeat for 3 s and was killed" in err
+    assert read_json(run_dir / "summary.json")["exit_reason"].startswith("failed: worker")
+
+
+def test_trim_csv_drops_a_row_cut_short_by_a_kill(tmp_path):
+    from a3c.run.resume import trim_csv
+
+    path = tmp_path / "episodes.csv"
+    path.write_text(
+        "wall_time,global_step,worker,return,length\n1.0,10,0,5.0,5\n2.0,20,1,7.0,7\n3.0,30,0,9.0,3"
+    )
+    assert trim_csv(path, max_step=100, max_wall=100.0) == 2  # the last row has no newline: it may be cut
+    assert path.read_text().splitlines()[-1] == "2.0,20,1,7.0,7"
+    assert trim_csv(path, max_step=15, max_wall=100.0) == 1

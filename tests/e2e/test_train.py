@@ -1,0 +1,177 @@
+"""End-to-end runs of ``a3c train`` as a real command: spawned workers, the run-dir contract, stopping."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import signal
+import time
+
+import pytest
+import torch
+
+from a3c.run.files import EPISODE_COLUMNS, EVAL_COLUMNS
+from tests.conftest import (
+    ROOT,
+    alive,
+    data_rows,
+    end,
+    left_behind,
+    read_json,
+    run_a3c,
+    run_serial_fixed_length,
+    spawned_children,
+    start_cartpole,
+)
+
+SUMMARY_KEYS = {
+    "env_id",
+    "solved",
+    "target_return",
+    "time_to_solve_s",
+    "steps_to_solve",
+    "total_steps",
+    "wall_s",
+    "steps_per_s",
+    "best_mean_return",
+    "exit_reason",
+}
+
+
+def header(path) -> tuple[str, ...]:
+    with path.open() as f:
+        return tuple(next(csv.reader(f)))
+
+
+def documented_files() -> dict[str, list[str]]:
+    """README's "The files a run leaves" block: each file's documented columns (or keys), in order.
+
+    An entry is a line ``  <name>   a, b,`` plus the deeper-indented lines that continue it.
+    """
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## The files a run leaves", 1)[1].split("```")[1]
+    entries: dict[str, str] = {}
+    name = None
+    for line in block.splitlines():
+        entry = re.match(r"  (\S+)\s+(.*)", line)
+        if entry:
+            name = entry.group(1)
+            entries[name] = entry.group(2)
+        elif name is not None and line.startswith("   "):
+            entries[name] += line.strip()
+    return {k: [c.strip() for c in v.split(",") if c.strip()] for k, v in entries.items()}
+
+
+def test_csv_headers_and_summary_keys_are_the_documented_ones(tmp_path):
+    # The README is the contract notebooks and users read: the files must match it column for column.
+    from a3c.core.config import Config
+    from a3c.trainer import Trainer
+    from envs import inspect_env
+
+    docs = documented_files()
+    assert docs["metrics.csv"][:3] == ["wall_time", "global_step", "worker"]  # the parse found the block
+    info = inspect_env("tests.testing_envs:FixedLength-v0")
+    config = Config(env_id=info.env_id, workers=1, eval_interval=0.2, max_steps=300).validate()
+    run_dir = tmp_path / "run"
+    assert Trainer(config, info, run_dir, serial=True, show_progress=False).run() == 0
+    for name in ("eval.csv", "episodes.csv", "metrics.csv"):
+        assert list(header(run_dir / name)) == docs[name], name
+    assert set(read_json(run_dir / "summary.json")) >= set(docs["summary.json"])
+
+
+@pytest.mark.slow
+def test_cartpole_solves_with_two_spawned_workers(run_dir, token):
+    # The one wall-clock budget in the suite: a generous "does it learn at all" limit.
+    args = "train --env CartPole-v1 --workers 2 --seed 0 --max-seconds 240 --quiet"
+    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=400, token=token)
+    assert result.returncode == 0, result.stderr
+    summary = read_json(run_dir / "summary.json")
+    assert set(summary) >= SUMMARY_KEYS
+    assert summary["solved"] is True and summary["exit_reason"] == "solved"
+    assert summary["best_mean_return"] >= 475
+    assert summary["steps_to_solve"] <= summary["total_steps"]
+    config = read_json(run_dir / "config.json")
+    assert config["env_id"] == "CartPole-v1" and config["workers"] == 2 and config["seed"] == 0
+    assert {"python", "torch", "gymnasium", "a3c"} <= set(config["versions"])
+    assert header(run_dir / "eval.csv") == EVAL_COLUMNS
+    assert header(run_dir / "episodes.csv") == EPISODE_COLUMNS
+    assert data_rows(run_dir / "eval.csv") >= 1 and data_rows(run_dir / "episodes.csv") >= 1
+    with (run_dir / "episodes.csv").open() as f:
+        workers = {int(row["worker"]) for row in csv.DictReader(f)}
+    assert workers == {0, 1}
+    assert (run_dir / "checkpoints" / "best.pt").is_file() and (run_dir / "checkpoints" / "last.pt").is_file()
+
+    evaluation = run_a3c("evaluate", str(run_dir / "checkpoints" / "best.pt"), "--episodes", "100", "--json")
+    assert evaluation.returncode == 0, evaluation.stderr
+    report = json.loads(evaluation.stdout)
+    assert report["episodes"] == 100 and report["mean_return"] >= 475, report
+
+
+@pytest.mark.slow
+def test_step_count_is_exact_with_two_spawned_workers(run_dir, token):
+    # FixedLength-v0 truncates every episode after exactly 10 steps and t_max = 10, so every segment ends on
+    # an episode boundary: the steps in episodes.csv must add up to the shared counters' total exactly.
+    args = "train --env tests.testing_envs:FixedLength-v0 --workers 2 --envs-per-worker 2 --set t_max=10"
+    args += " --max-steps 20000 --target-return 1000 --quiet"
+    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=300, token=token)
+    assert result.returncode == 0, result.stderr
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] == "max_steps" and summary["total_steps"] >= 20000
+    with (run_dir / "episodes.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert sum(int(r["length"]) for r in rows) == summary["total_steps"]
+    last = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert int(last["worker_steps"].sum()) == summary["total_steps"]
+    assert last["worker_steps"].tolist() == [u * 20 for u in last["worker_updates"].tolist()]
+    assert all(n > 0 for n in last["worker_updates"].tolist())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("signum", "to_group", "code"),
+    [(signal.SIGINT, True, 130), (signal.SIGTERM, False, 143), (signal.SIGTERM, True, 143)],
+    ids=["ctrl-c-to-group", "sigterm-to-trainer", "sigterm-to-group"],
+)
+def test_signal_stops_within_5_s_and_leaves_no_child(run_dir, token, signum, to_group, code):
+    # SIGINT to the whole process group is a terminal's Ctrl-C; SIGTERM to the group is `timeout` or a
+    # batch scheduler; SIGTERM to the trainer alone is `kill PID`.
+    proc = start_cartpole(run_dir, token)
+    try:
+        children = spawned_children(proc.pid)
+        started = time.monotonic()
+        os.killpg(proc.pid, signum) if to_group else proc.send_signal(signum)
+        returncode = proc.wait(timeout=15)
+        elapsed = time.monotonic() - started
+        assert returncode == code, proc.stderr.read()
+        assert elapsed <= 5.0
+    finally:
+        end(proc)
+    assert not alive(children) and not left_behind(token)
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] == signal.Signals(signum).name
+    assert (run_dir / "checkpoints" / "last.pt").is_file()
+
+
+@pytest.mark.slow
+def test_worker_failure_exits_1_naming_the_worker(run_dir, token):
+    # No restarts allowed: the first crash ends the run (tests/test_reliability.py covers restarts).
+    args = "train --env tests.testing_envs:Faulty-v0 --workers 2 --eval-interval 600 --set max_restarts=0"
+    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=120, token=token)
+    err = result.stderr
+    assert result.returncode == 1, err
+    assert "error: worker" in err and "injected fault" in err
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"].startswith("failed: worker ")
+    assert not left_behind(token)
+
+
+@pytest.mark.slow
+def test_serial_mode_runs_the_same_learner_in_process(run_dir, token):
+    result = run_serial_fixed_length(run_dir, 2000, token)
+    assert result.returncode == 0, result.stderr
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] in ("max_steps", "solved") and summary["total_steps"] >= 2000
+    assert data_rows(run_dir / "eval.csv") >= 1
+    assert read_json(run_dir / "config.json")["workers"] == 1

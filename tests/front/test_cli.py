@@ -1,0 +1,244 @@
+"""The command line: help, and every kind of bad input → one ``error:`` line naming the field, exit 2."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import click
+import pytest
+import torch
+from click.testing import CliRunner
+
+from a3c.cli import cli, main
+from a3c.core.config import Config
+from a3c.run.files import default_run_dir
+from tests.conftest import run_a3c
+
+
+def call(*args: str) -> int:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    return code
+
+
+def bad(capsys, *args: str) -> str:
+    code = call(*args)
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--env", "CartPol-v1"], ["--env", "'CartPol-v1'", "CartPole-v1"]),
+        (["--env", "Blackjack-v1"], ["not supported yet", "Tuple("]),
+        (["--env", "CartPole-v1", "--workers", "0"], ["workers", "0", ">= 1"]),
+        (["--env", "CartPole-v1", "--set", "lr=0"], ["lr", "0", "> 0"]),
+        (["--env", "CartPole-v1", "--set", "lr=-1e-3"], ["lr", "-0.001"]),
+        (["--env", "CartPole-v1", "--set", "gamma=1.5"], ["gamma", "1.5", "(0, 1]"]),
+        (["--env", "CartPole-v1", "--set", "gamma=0"], ["gamma", "0"]),
+        (["--env", "CartPole-v1", "--set", "t_max=0"], ["t_max", "0", ">= 1"]),
+        (["--env", "CartPole-v1", "--set", "learning_rate=1"], ["unknown key", "'learning_rate'", "lr"]),
+        (["--env", "CartPole-v1", "--set", "t_max=abc"], ["t_max", "'abc'", "integer"]),
+        (["--env", "CartPole-v1", "--set", "lr"], ["--set", "key=value"]),
+        (["--env", "CartPole-v1", "--workers", "abc"], ["--workers", "abc"]),
+        (["--env", "CartPole-v1", "--workers", "2", "--serial"], ["--workers", "--serial"]),
+        (["--env", "CartPole-v1", "--seed", "-1"], ["seed", "-1"]),
+        (["--env", "CartPole-v1", "--eval-interval", "inf"], ["eval_interval", "inf", "finite"]),
+        (["--env", "CartPole-v1", "--target-return", "nan"], ["target_return", "nan", "finite"]),
+        (["--env", "a:b:c"], ["--env", "'a:b:c'"]),
+    ],
+)
+def test_bad_train_input_is_one_line_and_exit_2(capsys, tmp_path, args, expected):
+    run_dir = tmp_path / "run"
+    line = bad(capsys, "train", *args, "--run-dir", str(run_dir))
+    for part in expected:
+        assert part in line, line
+    assert not run_dir.exists()  # validated before anything is created
+
+
+def test_existing_run_dir_is_refused_and_kept(capsys, tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text("{}")
+    line = bad(capsys, "train", "--env", "CartPole-v1", "--run-dir", str(run_dir))
+    assert "--run-dir" in line and "--force" in line
+    assert (run_dir / "config.json").read_text() == "{}"
+
+
+def test_force_does_not_replace_a_directory_that_is_not_a_run(capsys, tmp_path):
+    (tmp_path / "notes.txt").write_text("keep me")
+    line = bad(capsys, "train", "--env", "CartPole-v1", "--run-dir", str(tmp_path), "--force")
+    assert "not an a3c run directory" in line
+    assert (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+def test_force_does_not_replace_a_project_that_has_a_config_json(capsys, tmp_path):
+    # An a3c-looking config.json next to other files: still not a run, so --force must not delete it.
+    (tmp_path / "config.json").write_text('{"env_id": "CartPole-v1", "versions": {"a3c": "0.1.0"}}')
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "important.py").write_text("keep me")
+    line = bad(capsys, "train", "--env", "CartPole-v1", "--run-dir", str(tmp_path), "--force")
+    assert "not an a3c run directory" in line
+    assert (tmp_path / "src" / "important.py").read_text() == "keep me"
+
+
+def test_run_dir_below_a_file_is_bad_input(capsys, tmp_path):
+    (tmp_path / "file").write_text("x")
+    line = bad(capsys, "train", "--env", "CartPole-v1", "--run-dir", str(tmp_path / "file" / "run"))
+    assert "--run-dir" in line and "cannot be created" in line
+
+
+def test_evaluate_missing_checkpoint(capsys, tmp_path):
+    line = bad(capsys, "evaluate", str(tmp_path / "nope.pt"))
+    assert "does not exist" in line
+
+
+def test_evaluate_corrupt_checkpoint(capsys, tmp_path):
+    path = tmp_path / "broken.pt"
+    path.write_bytes(b"this is not a checkpoint")
+    line = bad(capsys, "evaluate", str(path))
+    assert "cannot be read" in line and "broken.pt" in line
+
+
+def test_evaluate_foreign_checkpoint(capsys, tmp_path):
+    path = tmp_path / "foreign.pt"
+    torch.save({"state_dict": {"w": torch.zeros(2)}}, path)
+    line = bad(capsys, "evaluate", str(path))
+    assert "not an a3c checkpoint" in line
+
+
+def offset_obs_checkpoint(path, obs_norm: dict | None, config_obs_norm: bool = True) -> None:
+    """A hand-made checkpoint for OffsetObs-v0 (tests/testing_envs.py) whose policy plays perfectly only on
+    observations normalised by the env's true statistics: action 1 exactly when normalised obs[0] > 0."""
+    from a3c.algo.learner import build_model
+    from a3c.run.files import save_checkpoint
+    from envs import Spaces
+
+    config = Config(env_id="tests.testing_envs:OffsetObs-v0", hidden_sizes=(4,), obs_norm=config_obs_norm)
+    spaces = Spaces((3,), 2)
+    model = build_model(config.validate(), spaces)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.zero_()
+        model.policy_body[0].weight[0, 0] = 1.0  # hidden 0 = tanh(normalised obs[0])
+        model.policy_head.weight[1, 0] = 10.0  # logit of action 1 = 10 · hidden 0
+    payload = {"config": config.to_dict(), "spaces": spaces.to_dict(), "model_state": model.state_dict()}
+    if obs_norm is not None:
+        payload["obs_norm"] = obs_norm
+    save_checkpoint(path, payload)
+
+
+def test_evaluate_uses_the_saved_observation_statistics(capsys, tmp_path):
+    from tests.testing_envs import OffsetObsEnv
+
+    def evaluated(obs_norm: dict | None, config_obs_norm: bool = True) -> tuple[int, dict | str]:
+        path = tmp_path / "checkpoint.pt"
+        offset_obs_checkpoint(path, obs_norm, config_obs_norm)
+        code = call("evaluate", str(path), "--episodes", "20", "--json")
+        out, err = capsys.readouterr()
+        return code, (json.loads(out) if code == 0 else err)
+
+    def stats(mean, std) -> dict:
+        mean, var = torch.as_tensor(mean, dtype=torch.float64), torch.as_tensor(std, dtype=torch.float64) ** 2
+        return {"mean": mean, "var": var, "count": torch.tensor(1e6, dtype=torch.float64)}
+
+    true = stats(OffsetObsEnv.OFFSET, OffsetObsEnv.SCALE)
+    code, result = evaluated(true)
+    assert code == 0 and result["mean_return"] == 10.0, result  # every step right: the stats were applied
+    code, result = evaluated(stats([0.0] * 3, [1.0] * 3))  # replaced by the prior: always action 1
+    assert code == 0 and result["mean_return"] < 8.0, result
+    code, result = evaluated(true, config_obs_norm=False)  # a run without obs_norm: raw observations
+    assert code == 0 and result["mean_return"] < 8.0, result
+    code, result = evaluated(None)  # removed: refused, not played on raw observations
+    assert code == 2 and "obs_norm" in result, result
+
+
+def test_evaluate_run_dir_without_checkpoints(capsys, tmp_path):
+    line = bad(capsys, "evaluate", str(tmp_path))
+    assert "no checkpoints/best.pt" in line
+
+
+# Train options with no default value: inputs (--env, --resume, --set), and options whose absence means
+# something the help says in words (the value of --run-dir is checked against default_run_dir below).
+NO_DEFAULT = {"env_id": "", "resume": "", "overrides": "", "ray_address": "none starts one", "run_dir": ""}
+# Config fields whose default is None: what that means, as the help must say it.
+NONE_MEANS = {"max_steps": "no limit", "max_seconds": "no limit", "target_return": "reward_threshold"}
+
+
+def shown_default(help_text: str) -> str | None:
+    """The ``[default: ...]`` of an option's help; "the env's preset, else 2" → "2" (the built-in value)."""
+    found = re.search(r"\[default: ([^\]]*)\]", help_text)
+    return None if found is None else found.group(1).rsplit("else ", 1)[-1]
+
+
+def same_value(shown: str, value: object) -> bool:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            return float(shown) == float(value)
+        except ValueError:
+            return False
+    return shown == str(value)
+
+
+@pytest.mark.parametrize("command", sorted(cli.commands))
+def test_help_documents_every_option_with_its_default(command):
+    # Each option's shown default is its real one: Config's field default for a train option (click's
+    # default there is None, so that presets can fill it), else the click parameter's default.
+    cmd = cli.commands[command]
+    ctx = click.Context(cmd, info_name=command, show_default=True)
+    config_defaults = {f.name: f.default for f in dataclasses.fields(Config)}
+    checked = set()
+    for param in cmd.params:
+        if not isinstance(param, click.Option) or param.is_flag or param.required:
+            continue  # flags are off unless given; a required option has no default
+        option, text = param.get_help_record(ctx)
+        shown = shown_default(text)
+        if command == "train" and param.name in NO_DEFAULT:
+            assert NO_DEFAULT[param.name] in text, (option, text)
+            if param.name == "run_dir":  # the template must describe what default_run_dir makes
+                pattern = re.escape(shown).replace(re.escape("<env-id>"), "ENV")
+                pattern = pattern.replace(re.escape("<YYYYmmdd-HHMMSS>"), r"\d{8}-\d{6}")
+                assert re.fullmatch(pattern.replace(re.escape("<seed>"), "7"), str(default_run_dir("ENV", 7)))
+            checked.add(param.name)
+            continue
+        real = config_defaults[param.name] if command == "train" else param.default
+        if real is None:
+            assert NONE_MEANS[param.name] in (shown or ""), (option, text)
+        elif shown is None:  # a choice may mark its default in its own description instead
+            assert isinstance(param.type, click.Choice), (option, text)
+            assert re.search(rf"\b{re.escape(str(real))}:[^;]*\(default\)", text), (option, real, text)
+        else:
+            assert same_value(shown, real), f"{option}: the help shows {shown!r}, the default is {real!r}"
+        checked.add(param.name)
+    if command == "train":  # the options the old version of this test named are all among them
+        assert checked >= {"env_id", "workers", "envs_per_worker", "seed", "run_dir", "max_steps",
+                           "max_seconds", "target_return", "eval_interval", "eval_episodes",
+                           "overrides"}  # fmt: skip
+
+
+@pytest.mark.slow  # a real command: a subprocess
+def test_bad_input_exits_2_as_a_real_command(tmp_path):
+    result = run_a3c("train", "--env", "NoSuchEnv-v0", "--run-dir", str(tmp_path / "r"), timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith("error: --env: unknown environment 'NoSuchEnv-v0'")
+
+
+def test_envs_lists_presets_with_targets_and_extras():
+    result = CliRunner().invoke(cli, ["envs", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["env_id"]: row for row in map(json.loads, result.output.splitlines())}
+    assert rows["CartPole-v1"]["target_return"] == 475.0 and rows["CartPole-v1"]["extra"] is None
+    assert rows["ALE/Pong-v5"]["extra"] == "atari" and rows["HalfCheetah-v5"]["extra"] == "mujoco"
+    assert rows["Pendulum-v1"]["installed"] is True
+    table = CliRunner().invoke(cli, ["envs"])
+    assert table.exit_code == 0 and "ALE/Breakout-v5" in table.output and "installed" in table.output
