@@ -138,8 +138,9 @@ def train(
         from a3c.runtime.context import start_early
 
         start_early()
-    from a3c.core.config import parse_set, resolve_config
-    from a3c.run.files import check_run_dir, default_run_dir
+    from a3c.core.config import parse_set
+    from a3c.resolve import resolve_config
+    from a3c.run.rundir import check_run_dir, default_run_dir
     from a3c.trainer import Trainer
     from envs import inspect_env
 
@@ -205,8 +206,9 @@ def _resume_config(run_dir: Path, env_id: str | None, options: dict, overrides: 
     import json
 
     from a3c.core.config import Config
+    from a3c.core.spaces import Spaces
     from a3c.run.resume import check_compatible, load_resume_checkpoint
-    from envs import Spaces, inspect_env
+    from envs import inspect_env
 
     checkpoint = load_resume_checkpoint(run_dir)
     saved = Config.from_dict(checkpoint["config"])
@@ -243,7 +245,7 @@ def _resume_config(run_dir: Path, env_id: str | None, options: dict, overrides: 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
     """Play greedy episodes with a checkpoint (a run dir: its checkpoints/best.pt) and report the return."""
-    from a3c.runtime.evaluator import load_policy
+    from a3c.run.checkpoints import load_policy
 
     if episodes < 1:
         raise BadInput(f"--episodes: {episodes} is not allowed; expected an integer >= 1")

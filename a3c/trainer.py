@@ -14,29 +14,24 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from a3c.algo.learner import Learner, build_shared
 from a3c.algo.metrics import MetricsWindow
 from a3c.algo.normalize import SharedObsStats
+from a3c.algo.optim import assert_shared, non_finite_counts
 from a3c.core.config import Config
 from a3c.core.records import EpisodeRecord, ErrorRecord, EvalRecord, MetricsRecord
+from a3c.core.seeding import child_seed
 from a3c.progress import Progress
-from a3c.run.files import (
-    EPISODE_COLUMNS,
-    METRICS_COLUMNS,
-    CsvLog,
-    create_run_dir,
-    run_metadata,
-    save_checkpoint,
-    write_json,
-)
+from a3c.run.checkpoints import save_checkpoint
+from a3c.run.csvlog import EPISODE_COLUMNS, METRICS_COLUMNS, CsvLog
 from a3c.run.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats, trim_csv
+from a3c.run.rundir import create_run_dir, run_metadata, write_json
 from a3c.run.tensorboard import TensorBoardLog
 from a3c.runtime.context import child_context
 from a3c.runtime.evaluator import Evaluator, evaluator_main
-from a3c.runtime.shared import Counters, Heartbeats, StopReason, StopSignal, assert_shared, non_finite_counts
+from a3c.runtime.shared import Counters, Heartbeats, StopReason, StopSignal
 from a3c.runtime.supervisor import ChildSpec, Supervisor
 from a3c.runtime.worker import run_learner, worker_main
 from envs import EnvInfo
@@ -46,13 +41,6 @@ FINITE_CHECK_S = 1.0  # how often the shared parameters are checked for NaN/inf
 STOP_GRACE_S = 3.0  # children get this long to exit after an interrupt or a failure ...
 FINAL_EVAL_GRACE_S = 60.0  # ... and this long when the evaluator still plays its final evaluation
 EXIT_CODES = {StopReason.SOLVED: 0, StopReason.MAX_STEPS: 0, StopReason.MAX_SECONDS: 0, StopReason.FAILED: 1}
-
-
-def child_seed(seed: int, slot: int, restart: int = 0, resume: int = 0) -> int:
-    """The seed of child ``slot`` (workers 0..N-1, then the evaluator) at its ``restart``-th start in the
-    ``resume``-th segment of the run: a stream of its own that no other process, earlier or later, shares."""
-    sequence = np.random.SeedSequence(seed, spawn_key=(resume, slot, restart))
-    return int(sequence.generate_state(1)[0] % 2**30)
 
 
 class RunMonitor:

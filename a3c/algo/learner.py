@@ -18,12 +18,13 @@ from a3c.algo.flat import GradViewGuard, attach_flat_grad, clip_flat_grad, flat_
 from a3c.algo.mlp_grad import MlpGradient
 from a3c.algo.model import ActorCritic
 from a3c.algo.normalize import RewardScaler, SharedObsStats
+from a3c.algo.optim import SharedOptimizer, make_optimizer
 from a3c.algo.policy import make_policy
 from a3c.algo.rollout import Episode, ObsNormalizer, RolloutCollector, action_dist
 from a3c.algo.update import compute_gradients, hand_off_gradients, pull_weights, segment_loss
 from a3c.core.config import Config
-from a3c.runtime.shared import SharedOptimizer, make_optimizer
-from envs import Spaces, make_vector_env
+from a3c.core.spaces import Spaces
+from envs import make_vector_env
 
 
 def build_model(config: Config, spaces: Spaces) -> nn.Module:

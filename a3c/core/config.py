@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from a3c.core.errors import BadInput
-from envs import EnvInfo, load_preset
 
 
 @dataclass(frozen=True)
@@ -179,21 +178,21 @@ class Config:
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Config:
         """Rebuild a config saved with ``to_dict`` (e.g. from a checkpoint); unknown keys are an error."""
-        return cls(**{k: _coerce(k, v) for k, v in _known(values, "config").items()})
+        return cls(**{k: coerce(k, v) for k, v in known_keys(values, "config").items()})
 
 
 FIELD_NAMES = tuple(f.name for f in fields(Config))
 _TYPES = typing.get_type_hints(Config)
 
 
-def _known(values: dict[str, Any], source: str) -> dict[str, Any]:
+def known_keys(values: dict[str, Any], source: str) -> dict[str, Any]:
     unknown = sorted(set(values) - set(FIELD_NAMES))
     if unknown:
         raise BadInput(f"{source}: unknown key {unknown[0]!r}; allowed: {', '.join(FIELD_NAMES)}")
     return values
 
 
-def _coerce(name: str, value: Any) -> Any:
+def coerce(name: str, value: Any) -> Any:
     """Turn ``value`` (a TOML/JSON value or a command-line string) into the type of field ``name``."""
     hint = _TYPES[name]
     optional = isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint)
@@ -246,56 +245,5 @@ def parse_set(items: tuple[str, ...]) -> dict[str, Any]:
         if key not in FIELD_NAMES or key == "env_id":
             allowed = ", ".join(n for n in FIELD_NAMES if n != "env_id")
             raise BadInput(f"--set: unknown key {key!r}; allowed: {allowed}")
-        overrides[key] = _coerce(key, raw.strip())
+        overrides[key] = coerce(key, raw.strip())
     return overrides
-
-
-def env_defaults(info: EnvInfo) -> dict[str, Any]:
-    """Defaults derived from the env itself, under any preset: the target from its spec's reward_threshold;
-    for image observations the A3C paper's Atari setup (conv net + LSTM(256), t_max 20, lr 1e-4, gradient
-    clip 40); for Box actions a Gaussian policy on normalised observations."""
-    values: dict[str, Any] = {"target_return": info.reward_threshold}
-    if info.spaces.image:
-        values.update(model="cnn", lstm_size=256, t_max=20, lr=1e-4, max_grad_norm=40.0, eval_interval=30.0)
-    if info.spaces.continuous and not info.spaces.image:
-        values.update(obs_norm=True, envs_per_worker=4, t_max=8, gae_lambda=0.95)
-    return values
-
-
-def check_fits(config: Config, info: EnvInfo) -> Config:
-    """Raise BadInput when the config's model cannot take the env's observations; return config."""
-    if config.model == "cnn" and not info.spaces.image:
-        raise BadInput(
-            f"model: 'cnn' is not allowed for {info.env_id}'s observations of shape "
-            f"{info.spaces.obs_shape}; expected mlp (cnn needs images [C, H, W])"
-        )
-    if config.model == "mlp" and info.spaces.image:
-        raise BadInput(
-            f"model: 'mlp' is not allowed for {info.env_id}'s image observations "
-            f"{info.spaces.obs_shape}; expected cnn"
-        )
-    if config.model == "mlp" and config.lstm_size:
-        raise BadInput(f"lstm_size: {config.lstm_size} is not allowed with model mlp; expected 0")
-    if config.model == "cnn" and config.obs_norm:
-        raise BadInput(
-            "obs_norm: true is not allowed with model cnn (pixels are scaled to [0, 1]); expected false"
-        )
-    if config.model == "cnn" and config.gaussian_std == "state":
-        raise BadInput("gaussian_std: 'state' is not allowed with model cnn; expected learned")
-    return config
-
-
-def resolve_config(info: EnvInfo, options: dict[str, Any], overrides: dict[str, Any]) -> Config:
-    """Build and validate the config of a run.
-
-    Args:
-        info: the inspected env.
-        options: command-line options that were given (None values mean "not given").
-        overrides: typed ``--set`` values; they win over everything.
-    """
-    values: dict[str, Any] = {"env_id": info.env_id, **env_defaults(info)}
-    preset = load_preset(info.env_id) or {}
-    values.update({k: _coerce(k, v) for k, v in _known(preset, f"preset of {info.env_id}").items()})
-    values.update({k: v for k, v in options.items() if v is not None})
-    values.update(overrides)
-    return check_fits(Config(**values).validate(), info)

@@ -11,10 +11,10 @@ import torch
 from torch import nn
 
 from a3c.algo.normalize import SharedObsStats
+from a3c.algo.optim import SharedOptimizer
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
-from a3c.run.files import load_checkpoint
-from a3c.runtime.shared import SharedOptimizer
+from a3c.run.checkpoints import load_checkpoint
 
 # Fields that fix the shape of the model or the optimizer state: a resume may not change them.
 # The model kind, the action squashing, the observation normalisation and the reward scaling too: a model

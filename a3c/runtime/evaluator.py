@@ -11,7 +11,6 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -20,116 +19,20 @@ import numpy as np
 from torch import nn
 
 from a3c.algo.flat import flat_view, flatten_parameters
-from a3c.algo.learner import build_model
+from a3c.algo.greedy import play_greedy
 from a3c.algo.normalize import RunningMeanStd, SharedObsStats
-from a3c.algo.policy import make_policy
-from a3c.algo.rollout import action_dist
 from a3c.algo.update import pull_weights
 from a3c.core.config import Config
-from a3c.core.errors import BadInput
 from a3c.core.records import ErrorRecord, EvalRecord
-from a3c.run.files import EVAL_COLUMNS, CsvLog, load_checkpoint, resolve_checkpoint, save_checkpoint
+from a3c.core.spaces import Spaces
+from a3c.run.checkpoints import (
+    save_checkpoint,
+    saved_best,
+)
+from a3c.run.csvlog import EVAL_COLUMNS, CsvLog
 from a3c.runtime.child import ChildGuard, format_error
 from a3c.runtime.shared import Counters, Heartbeats, StopReason, StopSignal
-from envs import Spaces, inspect_env, make_eval_vector_env
-
-
-def play_greedy(
-    model: nn.Module,
-    envs: gym.vector.VectorEnv,
-    seed: int,
-    should_stop: Callable[[], bool] = lambda: False,
-    squash: str = "clip",
-    normalize: Callable[[np.ndarray], np.ndarray] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Play one greedy episode (the most likely action: argmax, or a Gaussian's mean) in each env at once.
-
-    ``envs.reset(seed=seed)`` seeds the episodes (env i gets ``seed + i`` in a serial vector env; a native
-    vector env seeds one generator for all). ``squash``: how Box actions reach the env (``config.squash``);
-    ``normalize``: the run's observation normaliser, if it has one. Returns (returns [num_envs], lengths
-    [num_envs]); on ``should_stop`` (checked every step) it returns early with the partial episodes.
-    """
-    obs, _ = envs.reset(seed=seed)
-    returns = np.zeros(envs.num_envs, np.float64)
-    lengths = np.zeros(envs.num_envs, np.int64)
-    running = np.ones(envs.num_envs, bool)
-    policy = make_policy(model, envs.num_envs)
-    dist = action_dist(envs.single_action_space, squash)
-    image = len(envs.single_observation_space.shape) == 3
-    while running.any() and not should_stop():
-        x = np.asarray(obs) if image else np.asarray(obs, dtype=np.float32)
-        actions = dist.greedy(policy(x if normalize is None else normalize(x)))
-        obs, rewards, terminated, truncated, _ = envs.step(actions)
-        returns += np.where(running, rewards, 0.0)
-        lengths += running
-        running &= ~(terminated | truncated)
-    return returns, lengths
-
-
-@dataclass(frozen=True)
-class SavedPolicy:
-    """A checkpoint's policy, ready to play: its path, config, model (eval mode) and observation stats."""
-
-    path: Path
-    config: Config
-    model: nn.Module
-    obs_stats: RunningMeanStd | None
-
-    def play(self, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """``episodes`` greedy episodes on fresh envs seeded from ``seed``: (returns, lengths)."""
-        return play_policy(self.model, self.config, episodes, seed, self.obs_stats)
-
-
-def load_policy(target: Path) -> SavedPolicy:
-    """The policy of a checkpoint (a run dir means its best.pt), rebuilt with the config saved in it and
-    checked against its env's spaces. Bad files are BadInput."""
-    path = resolve_checkpoint(target)
-    data = load_checkpoint(path)
-    try:
-        config = Config.from_dict(data["config"])
-        spaces = Spaces.of_checkpoint(data)
-        model = build_model(config, spaces)
-        model.load_state_dict(data["model_state"])
-        obs_stats = None
-        if config.obs_norm:
-            obs_stats = RunningMeanStd(spaces.obs_shape)
-            obs_stats.load_state_dict(data["obs_norm"])
-    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-        raise BadInput(
-            f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})"
-        ) from None
-    info = inspect_env(config.env_id)
-    if info.spaces != spaces:
-        raise BadInput(
-            f"checkpoint: {str(path)!r} was trained for spaces {spaces}; {config.env_id} has {info.spaces}"
-        )
-    return SavedPolicy(path, config, model.eval(), obs_stats)
-
-
-def play_policy(
-    model: nn.Module, config: Config, episodes: int, seed: int, obs_stats: RunningMeanStd | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """``episodes`` greedy episodes of ``model`` on fresh envs of ``config.env_id`` seeded from ``seed``."""
-    envs = make_eval_vector_env(config.env_id, episodes)
-    try:
-        normalize = None if obs_stats is None else obs_stats.normalize
-        return play_greedy(model, envs, seed, squash=config.squash, normalize=normalize)
-    finally:
-        envs.close()
-
-
-def saved_best(path: Path) -> tuple[float, float | None]:
-    """(selection mean, mean_return) of an existing best.pt ((-inf, None) when there is none or it cannot be
-    read): a resumed run or a restarted evaluator may have a best.pt newer than the best it was told about.
-    A best.pt from before ``selection_mean`` existed was chosen by its ``mean_return``."""
-    if not path.is_file():
-        return -float("inf"), None
-    try:
-        data = load_checkpoint(path)
-        mean = float(data["mean_return"])
-        return float(data.get("selection_mean", mean)), mean
-    except (BadInput, KeyError, TypeError, ValueError):
-        return -float("inf"), None
+from envs import make_eval_vector_env
 
 
 class Evaluator:

@@ -14,10 +14,11 @@ from torch import nn
 from a3c.algo.learner import Learner
 from a3c.algo.metrics import MetricsWindow
 from a3c.algo.normalize import SharedObsStats
+from a3c.algo.optim import SharedOptimizer
 from a3c.core.config import Config
 from a3c.core.records import EpisodeRecord, ErrorRecord, MetricsRecord
 from a3c.runtime.child import ChildGuard, format_error
-from a3c.runtime.shared import Counters, Heartbeats, SharedOptimizer, StopReason, StopSignal
+from a3c.runtime.shared import Counters, Heartbeats, StopReason, StopSignal
 
 # A worker sends its finished episodes at most this often, and all of them when it stops. One pipe message per
 # update (~600 a second per worker with 16 envs) cost the trainer and the workers CPU for nothing.

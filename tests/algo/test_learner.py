@@ -9,7 +9,7 @@ import torch
 from a3c.algo.learner import Learner, build_shared
 from a3c.algo.normalize import SharedObsStats
 from a3c.core.config import Config
-from envs import Spaces
+from a3c.core.spaces import Spaces
 
 
 def learner(numpy_grad: bool = True, **overrides) -> Learner:

@@ -9,7 +9,8 @@ import torch
 
 from a3c.algo.learner import build_shared
 from a3c.core.config import Config
-from envs import Spaces, inspect_env
+from a3c.core.spaces import Spaces
+from envs import inspect_env
 from tests.conftest import require_extra
 
 require_extra("ray", "ray")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 import a3c.core.config as config_module
-from a3c.core.config import Config, parse_set, resolve_config
+import a3c.resolve
+from a3c.core.config import Config, parse_set
 from a3c.core.errors import BadInput
+from a3c.resolve import resolve_config
 from envs import inspect_env, load_preset
 
 # -- parse_set -----------------------------------------------------------------------------------------------
@@ -174,14 +176,14 @@ def test_options_override_preset_and_set_overrides_options(cartpole):
 
 
 def test_preset_beats_spec_threshold(cartpole, monkeypatch):
-    monkeypatch.setattr(config_module, "load_preset", lambda env_id: {"target_return": 123.0, "workers": 3})
+    monkeypatch.setattr(a3c.resolve, "load_preset", lambda env_id: {"target_return": 123.0, "workers": 3})
     config = resolve_config(cartpole, {}, {})
     assert config.target_return == 123.0 and config.workers == 3
     assert resolve_config(cartpole, {"workers": 5}, {"workers": 6}).workers == 6
 
 
 def test_preset_with_unknown_key_is_bad_input(cartpole, monkeypatch):
-    monkeypatch.setattr(config_module, "load_preset", lambda env_id: {"learning_rate": 0.1})
+    monkeypatch.setattr(a3c.resolve, "load_preset", lambda env_id: {"learning_rate": 0.1})
     with pytest.raises(BadInput, match="preset of CartPole-v1: unknown key 'learning_rate'"):
         resolve_config(cartpole, {}, {})
 
@@ -207,7 +209,8 @@ def test_env_without_preset_gets_target_from_spec():
 
 
 def _info(shape, continuous, threshold=None):
-    from envs import EnvInfo, Spaces
+    from a3c.core.spaces import Spaces
+    from envs import EnvInfo
 
     bounds = ((-1.0,), (1.0,)) if continuous else ((), ())
     spaces = Spaces(shape, 1 if continuous else 4, continuous, *bounds)
@@ -252,7 +255,7 @@ def test_every_preset_resolves_into_a_valid_config():
     for preset in presets:
         values = load_preset(preset.env_id)
         assert values is not None and preset.target_return is not None, preset.env_id
-        Config(env_id=preset.env_id, **{k: config_module._coerce(k, v) for k, v in values.items()}).validate()
+        Config(env_id=preset.env_id, **{k: config_module.coerce(k, v) for k, v in values.items()}).validate()
 
 
 def test_cnn_refuses_obs_norm_and_a_state_dependent_std():

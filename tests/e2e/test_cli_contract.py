@@ -21,7 +21,7 @@ import torch
 
 from a3c.cli import main
 from a3c.core.config import Config
-from a3c.run.files import default_run_dir
+from a3c.run.rundir import default_run_dir
 from a3c.run.tensorboard import EVAL_TAGS, METRIC_TAGS
 from tests.conftest import (
     a3c_env,

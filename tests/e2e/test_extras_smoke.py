@@ -17,7 +17,7 @@ import torch
 
 from a3c.algo.learner import build_model
 from a3c.core.config import Config
-from envs import Spaces
+from a3c.core.spaces import Spaces
 from tests.conftest import read_json, require_extra, run_a3c
 
 pytestmark = pytest.mark.slow

@@ -278,7 +278,7 @@ def test_non_finite_shared_parameters_stop_the_run_and_keep_the_last_good_checkp
 
 
 def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys):
-    import a3c.run.files
+    import a3c.run.rundir
 
     run_dir = tmp_path / "run"
     trainer = serial_trainer(run_dir, checkpoint_interval=0.05, max_steps=3000)
@@ -292,7 +292,7 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys
             raise OSError(28, "No space left on device")
         return real_save(obj, f, *args, **kwargs)
 
-    monkeypatch.setattr(a3c.run.files.torch, "save", save_then_fail)
+    monkeypatch.setattr(a3c.run.rundir.torch, "save", save_then_fail)
     assert trainer.run() == 1  # the run ends, but could not write its final checkpoint
     err = capsys.readouterr().err
     assert "No space left on device" in err

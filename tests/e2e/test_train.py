@@ -12,7 +12,7 @@ import time
 import pytest
 import torch
 
-from a3c.run.files import EPISODE_COLUMNS, EVAL_COLUMNS
+from a3c.run.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS
 from tests.conftest import (
     ROOT,
     alive,

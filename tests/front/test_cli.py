@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from a3c.cli import cli, main
 from a3c.core.config import Config
-from a3c.run.files import default_run_dir
+from a3c.run.rundir import default_run_dir
 from tests.conftest import run_a3c
 
 
@@ -120,8 +120,8 @@ def offset_obs_checkpoint(path, obs_norm: dict | None, config_obs_norm: bool = T
     """A hand-made checkpoint for OffsetObs-v0 (tests/testing_envs.py) whose policy plays perfectly only on
     observations normalised by the env's true statistics: action 1 exactly when normalised obs[0] > 0."""
     from a3c.algo.learner import build_model
-    from a3c.run.files import save_checkpoint
-    from envs import Spaces
+    from a3c.core.spaces import Spaces
+    from a3c.run.checkpoints import save_checkpoint
 
     config = Config(env_id="tests.testing_envs:OffsetObs-v0", hidden_sizes=(4,), obs_norm=config_obs_norm)
     spaces = Spaces((3,), 2)

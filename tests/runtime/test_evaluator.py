@@ -7,10 +7,10 @@ import torch
 
 from a3c.algo.learner import build_shared
 from a3c.core.config import Config
-from a3c.run.files import load_checkpoint
-from a3c.runtime.evaluator import Evaluator, saved_best
+from a3c.core.spaces import Spaces
+from a3c.run.checkpoints import load_checkpoint, saved_best
+from a3c.runtime.evaluator import Evaluator
 from a3c.runtime.shared import Counters
-from envs import Spaces
 
 
 def test_best_pt_compares_evaluations_over_the_same_episodes(tmp_path, monkeypatch):

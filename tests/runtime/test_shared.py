@@ -11,19 +11,11 @@ from torch import nn
 
 from a3c.algo.flat import attach_flat_grad, flat_view, flatten_parameters
 from a3c.algo.learner import build_shared
+from a3c.algo.optim import SharedAdam, SharedRMSprop, assert_shared, make_optimizer, shared_tensors
 from a3c.algo.update import compute_gradients, hand_off_gradients, pull_weights
 from a3c.core.config import Config
-from a3c.runtime.shared import (
-    Counters,
-    SharedAdam,
-    SharedRMSprop,
-    StopReason,
-    StopSignal,
-    assert_shared,
-    make_optimizer,
-    shared_tensors,
-)
-from envs import Spaces
+from a3c.core.spaces import Spaces
+from a3c.runtime.shared import Counters, StopReason, StopSignal
 
 try:  # the spawned child imports its target by module name; this works whether or not tests/ is a package
     from tests import _shared_child
@@ -416,7 +408,8 @@ def test_building_the_shared_state_does_not_import_torch_dynamo():
 
     code = (
         "import sys; from a3c.core.config import Config; from a3c.algo.learner import build_shared;"
-        "from envs import Spaces; build_shared(Config(env_id='CartPole-v1').validate(), Spaces((4,), 2));"
+        "from a3c.core.spaces import Spaces;"
+        "build_shared(Config(env_id='CartPole-v1').validate(), Spaces((4,), 2));"
         "print('torch._dynamo' in sys.modules)"
     )
     out = subprocess.run(
@@ -431,7 +424,7 @@ def test_finite_check_sees_no_phantom_nan_while_a_worker_writes():
     # check reads a copy. Without the copy about half of these checks failed (measured).
     import multiprocessing
 
-    from a3c.runtime.shared import non_finite_counts
+    from a3c.algo.optim import non_finite_counts
     from tests._shared_child import keep_adding
 
     torch.manual_seed(0)

@@ -45,15 +45,18 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from torch import nn
 
 from a3c.algo.flat import flat_view, flatten_parameters
+from a3c.algo.greedy import play_greedy
 from a3c.algo.learner import Learner, build_model, build_shared
 from a3c.algo.metrics import MetricsWindow
+from a3c.algo.optim import SharedOptimizer, non_finite_counts
 from a3c.core.config import Config
 from a3c.core.records import EpisodeRecord, ErrorRecord, EvalRecord, MetricsRecord
+from a3c.core.spaces import Spaces
 from a3c.run.resume import restore_model, restore_optimizer
 from a3c.runtime.context import ONE_THREAD
-from a3c.runtime.evaluator import Evaluator, next_wait, play_greedy
-from a3c.runtime.shared import Counters, SharedOptimizer, non_finite_counts
-from envs import Spaces, make_eval_vector_env
+from a3c.runtime.evaluator import Evaluator, next_wait
+from a3c.runtime.shared import Counters
+from envs import make_eval_vector_env
 
 SYNC_AT_LEAST_S = 0.5  # a worker whose gradients are all skipped (non-finite) still reports this often
 STARTUP_TIMEOUT_S = 120.0  # an actor's first answer waits for Ray to start its process and import torch
@@ -161,7 +164,7 @@ class ParameterServer:
 
     def non_finite_counts(self) -> dict[str, int]:
         """{parameter name: NaN/inf values} for the parameters that have any (empty: all finite), counted on
-        a copy (``a3c.runtime.shared.non_finite_counts``), so the driver's check moves a verdict, not the
+        a copy (``a3c.algo.optim.non_finite_counts``), so the driver's check moves a verdict, not the
         state."""
         return {name: count for name, count in non_finite_counts(self.model).items() if count}
 
@@ -218,7 +221,7 @@ class RayWorker:
         resume_index: int,
         start_time: float,
     ):
-        from a3c.trainer import child_seed
+        from a3c.core.seeding import child_seed
 
         torch.set_num_threads(1)
         self.cfg = cfg = Config.from_dict(config)

@@ -5,7 +5,6 @@ Everything whole-file is written to a temp file and renamed into place, so nothi
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import platform
@@ -14,45 +13,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from a3c.core.errors import BadInput
-
-CHECKPOINT_FORMAT = "a3c-checkpoint"
-CHECKPOINT_VERSION = 1
-EVAL_COLUMNS = (
-    "wall_time",
-    "global_step",
-    "updates",
-    "mean_return",
-    "std_return",
-    "min_return",
-    "max_return",
-    "mean_length",
-    "episodes",
-)
-EPISODE_COLUMNS = ("wall_time", "global_step", "worker", "return", "length")
-METRICS_COLUMNS = (
-    "wall_time",
-    "global_step",
-    "worker",
-    "updates",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "grad_norm",
-    "explained_variance",
-    "learning_rate",
-    "policy_lag_mean",
-    "policy_lag_p50",
-    "policy_lag_p95",
-    "policy_lag_max",
-    "steps_per_s",
-)
 
 
 def default_run_dir(env_id: str, seed: int, root: Path = Path("runs")) -> Path:
@@ -110,7 +76,7 @@ def create_run_dir(path: Path, force: bool) -> Path:
     return path
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -126,7 +92,7 @@ def _atomic_write(path: Path, write) -> None:
 
 def write_json(path: Path, obj: Any) -> None:
     """Write ``obj`` as indented JSON, atomically."""
-    _atomic_write(path, lambda f: f.write((json.dumps(obj, indent=2, default=str) + "\n").encode()))
+    atomic_write(path, lambda f: f.write((json.dumps(obj, indent=2, default=str) + "\n").encode()))
 
 
 def run_metadata() -> dict[str, Any]:
@@ -161,60 +127,3 @@ def run_metadata() -> dict[str, Any]:
         "command": list(sys.argv),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-
-
-class CsvLog:
-    """Append rows to a CSV file with a fixed header, flushed per row so readers see them live."""
-
-    def __init__(self, path: Path, columns: Sequence[str]):
-        new = not path.exists() or path.stat().st_size == 0
-        self._file = path.open("a", newline="")
-        self._writer = csv.writer(self._file)
-        if new:
-            self._writer.writerow(columns)
-            self._file.flush()
-
-    def write(self, row: Sequence[Any]) -> None:
-        self._writer.writerow(row)
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    """Save a checkpoint dict (tensors, numbers, strings) atomically, tagged with our format."""
-    full = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, **payload}
-    _atomic_write(path, lambda f: torch.save(full, f))
-
-
-def resolve_checkpoint(path: Path) -> Path:
-    """A checkpoint file, or a run dir's ``checkpoints/best.pt`` (``last.pt`` when no best was saved)."""
-    if path.is_dir():
-        for name in ("best.pt", "last.pt"):
-            if (path / "checkpoints" / name).is_file():
-                return path / "checkpoints" / name
-        raise BadInput(f"RUN_DIR: {str(path)!r} has no checkpoints/best.pt or checkpoints/last.pt")
-    if not path.is_file():
-        raise BadInput(f"RUN_DIR|CHECKPOINT: {str(path)!r} does not exist; expected a run dir or a .pt file")
-    return path
-
-
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    """Load one of our checkpoints; a missing, corrupt or foreign file is BadInput."""
-    path = resolve_checkpoint(path)
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for a broken file
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise BadInput(f"checkpoint: {str(path)!r} cannot be read ({first[:160]})") from None
-    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
-        raise BadInput(
-            f"checkpoint: {str(path)!r} is not an a3c checkpoint (no format {CHECKPOINT_FORMAT!r})"
-        )
-    if data.get("format_version") != CHECKPOINT_VERSION:
-        raise BadInput(
-            f"checkpoint: {str(path)!r} has format_version {data.get('format_version')!r}; "
-            f"this a3c reads {CHECKPOINT_VERSION}"
-        )
-    return data

@@ -1,0 +1,61 @@
+"""Resolve a run's config: built-in defaults → derived from the env → the env's preset → options →
+``--set``. It needs the env (``envs``), so it sits in the front, above every layer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from a3c.core.config import Config, coerce, known_keys
+from a3c.core.errors import BadInput
+from envs import EnvInfo, load_preset
+
+
+def env_defaults(info: EnvInfo) -> dict[str, Any]:
+    """Defaults derived from the env itself, under any preset: the target from its spec's reward_threshold;
+    for image observations the A3C paper's Atari setup (conv net + LSTM(256), t_max 20, lr 1e-4, gradient
+    clip 40); for Box actions a Gaussian policy on normalised observations."""
+    values: dict[str, Any] = {"target_return": info.reward_threshold}
+    if info.spaces.image:
+        values.update(model="cnn", lstm_size=256, t_max=20, lr=1e-4, max_grad_norm=40.0, eval_interval=30.0)
+    if info.spaces.continuous and not info.spaces.image:
+        values.update(obs_norm=True, envs_per_worker=4, t_max=8, gae_lambda=0.95)
+    return values
+
+
+def check_fits(config: Config, info: EnvInfo) -> Config:
+    """Raise BadInput when the config's model cannot take the env's observations; return config."""
+    if config.model == "cnn" and not info.spaces.image:
+        raise BadInput(
+            f"model: 'cnn' is not allowed for {info.env_id}'s observations of shape "
+            f"{info.spaces.obs_shape}; expected mlp (cnn needs images [C, H, W])"
+        )
+    if config.model == "mlp" and info.spaces.image:
+        raise BadInput(
+            f"model: 'mlp' is not allowed for {info.env_id}'s image observations "
+            f"{info.spaces.obs_shape}; expected cnn"
+        )
+    if config.model == "mlp" and config.lstm_size:
+        raise BadInput(f"lstm_size: {config.lstm_size} is not allowed with model mlp; expected 0")
+    if config.model == "cnn" and config.obs_norm:
+        raise BadInput(
+            "obs_norm: true is not allowed with model cnn (pixels are scaled to [0, 1]); expected false"
+        )
+    if config.model == "cnn" and config.gaussian_std == "state":
+        raise BadInput("gaussian_std: 'state' is not allowed with model cnn; expected learned")
+    return config
+
+
+def resolve_config(info: EnvInfo, options: dict[str, Any], overrides: dict[str, Any]) -> Config:
+    """Build and validate the config of a run.
+
+    Args:
+        info: the inspected env.
+        options: command-line options that were given (None values mean "not given").
+        overrides: typed ``--set`` values; they win over everything.
+    """
+    values: dict[str, Any] = {"env_id": info.env_id, **env_defaults(info)}
+    preset = load_preset(info.env_id) or {}
+    values.update({k: coerce(k, v) for k, v in known_keys(preset, f"preset of {info.env_id}").items()})
+    values.update({k: v for k, v in options.items() if v is not None})
+    values.update(overrides)
+    return check_fits(Config(**values).validate(), info)

@@ -1,0 +1,119 @@
+"""Checkpoint files: save atomically with our format tag, load with clear errors, and a saved policy
+ready to play."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from a3c.algo.greedy import play_policy
+from a3c.algo.learner import build_model
+from a3c.algo.normalize import RunningMeanStd
+from a3c.core.config import Config
+from a3c.core.errors import BadInput
+from a3c.core.spaces import Spaces
+from a3c.run.rundir import atomic_write
+from envs import inspect_env
+
+
+@dataclass(frozen=True)
+class SavedPolicy:
+    """A checkpoint's policy, ready to play: its path, config, model (eval mode) and observation stats."""
+
+    path: Path
+    config: Config
+    model: nn.Module
+    obs_stats: RunningMeanStd | None
+
+    def play(self, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``episodes`` greedy episodes on fresh envs seeded from ``seed``: (returns, lengths)."""
+        return play_policy(self.model, self.config, episodes, seed, self.obs_stats)
+
+
+def load_policy(target: Path) -> SavedPolicy:
+    """The policy of a checkpoint (a run dir means its best.pt), rebuilt with the config saved in it and
+    checked against its env's spaces. Bad files are BadInput."""
+    path = resolve_checkpoint(target)
+    data = load_checkpoint(path)
+    try:
+        config = Config.from_dict(data["config"])
+        spaces = Spaces.of_checkpoint(data)
+        model = build_model(config, spaces)
+        model.load_state_dict(data["model_state"])
+        obs_stats = None
+        if config.obs_norm:
+            obs_stats = RunningMeanStd(spaces.obs_shape)
+            obs_stats.load_state_dict(data["obs_norm"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise BadInput(
+            f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})"
+        ) from None
+    info = inspect_env(config.env_id)
+    if info.spaces != spaces:
+        raise BadInput(
+            f"checkpoint: {str(path)!r} was trained for spaces {spaces}; {config.env_id} has {info.spaces}"
+        )
+    return SavedPolicy(path, config, model.eval(), obs_stats)
+
+
+def saved_best(path: Path) -> tuple[float, float | None]:
+    """(selection mean, mean_return) of an existing best.pt ((-inf, None) when there is none or it cannot be
+    read): a resumed run or a restarted evaluator may have a best.pt newer than the best it was told about.
+    A best.pt from before ``selection_mean`` existed was chosen by its ``mean_return``."""
+    if not path.is_file():
+        return -float("inf"), None
+    try:
+        data = load_checkpoint(path)
+        mean = float(data["mean_return"])
+        return float(data.get("selection_mean", mean)), mean
+    except (BadInput, KeyError, TypeError, ValueError):
+        return -float("inf"), None
+
+
+CHECKPOINT_FORMAT = "a3c-checkpoint"
+
+
+CHECKPOINT_VERSION = 1
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    """Save a checkpoint dict (tensors, numbers, strings) atomically, tagged with our format."""
+    full = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, **payload}
+    atomic_write(path, lambda f: torch.save(full, f))
+
+
+def resolve_checkpoint(path: Path) -> Path:
+    """A checkpoint file, or a run dir's ``checkpoints/best.pt`` (``last.pt`` when no best was saved)."""
+    if path.is_dir():
+        for name in ("best.pt", "last.pt"):
+            if (path / "checkpoints" / name).is_file():
+                return path / "checkpoints" / name
+        raise BadInput(f"RUN_DIR: {str(path)!r} has no checkpoints/best.pt or checkpoints/last.pt")
+    if not path.is_file():
+        raise BadInput(f"RUN_DIR|CHECKPOINT: {str(path)!r} does not exist; expected a run dir or a .pt file")
+    return path
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Load one of our checkpoints; a missing, corrupt or foreign file is BadInput."""
+    path = resolve_checkpoint(path)
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for a broken file
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BadInput(f"checkpoint: {str(path)!r} cannot be read ({first[:160]})") from None
+    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
+        raise BadInput(
+            f"checkpoint: {str(path)!r} is not an a3c checkpoint (no format {CHECKPOINT_FORMAT!r})"
+        )
+    if data.get("format_version") != CHECKPOINT_VERSION:
+        raise BadInput(
+            f"checkpoint: {str(path)!r} has format_version {data.get('format_version')!r}; "
+            f"this a3c reads {CHECKPOINT_VERSION}"
+        )
+    return data

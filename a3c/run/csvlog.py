@@ -1,0 +1,61 @@
+"""The run's CSV logs: their columns (a contract: only ever added at the end) and an appending writer."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+EVAL_COLUMNS = (
+    "wall_time",
+    "global_step",
+    "updates",
+    "mean_return",
+    "std_return",
+    "min_return",
+    "max_return",
+    "mean_length",
+    "episodes",
+)
+
+
+EPISODE_COLUMNS = ("wall_time", "global_step", "worker", "return", "length")
+
+
+METRICS_COLUMNS = (
+    "wall_time",
+    "global_step",
+    "worker",
+    "updates",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "grad_norm",
+    "explained_variance",
+    "learning_rate",
+    "policy_lag_mean",
+    "policy_lag_p50",
+    "policy_lag_p95",
+    "policy_lag_max",
+    "steps_per_s",
+)
+
+
+class CsvLog:
+    """Append rows to a CSV file with a fixed header, flushed per row so readers see them live."""
+
+    def __init__(self, path: Path, columns: Sequence[str]):
+        new = not path.exists() or path.stat().st_size == 0
+        self._file = path.open("a", newline="")
+        self._writer = csv.writer(self._file)
+        if new:
+            self._writer.writerow(columns)
+            self._file.flush()
+
+    def write(self, row: Sequence[Any]) -> None:
+        self._writer.writerow(row)
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
