@@ -43,9 +43,11 @@ notebook: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[notebooks]' -c constraints.txt
 	$(BIN)/jupyter lab notebooks/
 
+# ruff (style, complexity, argument counts, docstrings) and the layer contract in .importlinter.
 lint: $(STAMP)
 	$(BIN)/ruff check a3c envs tests
 	$(BIN)/ruff format --check a3c envs tests
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,14 +1,19 @@
-"""The ``a3c`` command: ``a3c train`` and ``a3c evaluate``. Bad input → one ``error:`` line, exit 2."""
+"""The ``a3c`` command and its subcommands, click only: bad input → one ``error:`` line, exit 2.
+
+``a3c train``'s config options are made from the Config fields, and its run is set up, in ``a3c.options``.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from a3c.core.errors import BadInput
+from a3c.options import config_options, train_setup
 from envs import EnvSetupError
 
 BAD_INPUT = (BadInput, EnvSetupError)
@@ -20,21 +25,11 @@ def cli() -> None:
     """Asynchronous advantage actor-critic (A3C): lock-free workers on a shared model and shared Adam."""
 
 
-PRESET = "[default: the env's preset, else {}]"
-
-
 @cli.command()
 @click.option(
     "--env", "env_id", default=None, help="Gymnasium env id, e.g. CartPole-v1 (required unless --resume)."
 )
-@click.option("--workers", type=int, default=None, help="Worker processes. " + PRESET.format(2))
-@click.option(
-    "--envs-per-worker",
-    type=int,
-    default=None,
-    help="Envs each worker steps as one batch. " + PRESET.format(1),
-)
-@click.option("--seed", type=int, default=None, help="Seed of every random stream of the run.  [default: 0]")
+@config_options("workers", "envs_per_worker", "seed", rest=True)  # rest: any new field with an option
 @click.option(
     "--run-dir",
     type=click.Path(path_type=Path),
@@ -42,25 +37,7 @@ PRESET = "[default: the env's preset, else {}]"
     help="Where the run's files go.  [default: runs/<env-id>/<YYYYmmdd-HHMMSS>-s<seed>]",
 )
 @click.option("--force", is_flag=True, help="Replace an existing run in --run-dir.")
-@click.option(
-    "--max-steps", type=int, default=None, help="Stop after this many env steps.  [default: no limit]"
-)
-@click.option(
-    "--max-seconds", type=float, default=None, help="Stop after this many seconds.  [default: no limit]"
-)
-@click.option(
-    "--target-return",
-    type=float,
-    default=None,
-    help="Stop when the evaluator's mean return reaches this. "
-    "[default: the preset's, else the env spec's reward_threshold]",
-)
-@click.option(
-    "--eval-interval", type=float, default=None, help="Seconds between evaluations. " + PRESET.format(2.0)
-)
-@click.option(
-    "--eval-episodes", type=int, default=None, help="Greedy episodes per evaluation. " + PRESET.format(10)
-)
+@config_options("max_steps", "max_seconds", "target_return", "eval_interval", "eval_episodes")
 @click.option(
     "--set",
     "overrides",
@@ -69,19 +46,7 @@ PRESET = "[default: the env's preset, else {}]"
     help="Override any config field (repeatable), e.g. --set lr=3e-4 --set hidden_sizes=128,128. "
     "Keys: see `a3c config-keys`.",
 )
-@click.option(
-    "--checkpoint-interval",
-    type=float,
-    default=None,
-    help="Seconds between checkpoints (checkpoints/last.pt; --set keep_checkpoints=N older ones kept).  "
-    "[default: 60]",
-)
-@click.option(
-    "--hang-timeout",
-    type=float,
-    default=None,
-    help="A child silent (no heartbeat) this many seconds counts as crashed and is restarted.  [default: 60]",
-)
+@config_options("checkpoint_interval", "hang_timeout")
 @click.option(
     "--resume",
     type=click.Path(path_type=Path),
@@ -90,152 +55,45 @@ PRESET = "[default: the env's preset, else {}]"
     help="Continue RUN_DIR from its checkpoints/last.pt (counters, CSVs, wall time continue); "
     "options given here override its config, except env and model shape.",
 )
-@click.option(
-    "--tensorboard", is_flag=True, help="Also write TensorBoard event files to RUN_DIR/tensorboard (extra)."
-)
-@click.option(
-    "--backend",
-    type=click.Choice(["local", "ray"]),
-    default=None,
-    help="local: processes on this machine (default); ray: actors on a Ray cluster (extra `ray`).",
-)
-@click.option(
-    "--ray-address",
-    default=None,
-    help="With --backend ray: the cluster to join (auto or HOST:PORT); none starts one.",
-)
+@config_options("tensorboard", "backend", "ray_address")
 @click.option(
     "--serial", is_flag=True, help="One worker in this process, no child processes (debugging, tests)."
 )
 @click.option("--quiet", is_flag=True, help="No live progress display.")
 def train(
     env_id: str | None,
-    workers: int | None,
-    envs_per_worker: int | None,
-    seed: int | None,
     run_dir: Path | None,
     force: bool,
-    max_steps: int | None,
-    max_seconds: float | None,
-    target_return: float | None,
-    eval_interval: float | None,
-    eval_episodes: int | None,
     overrides: tuple[str, ...],
-    checkpoint_interval: float | None,
-    hang_timeout: float | None,
     resume: Path | None,
-    tensorboard: bool,
-    backend: str | None,
-    ray_address: str | None,
     serial: bool,
     quiet: bool,
+    **options: Any,
 ) -> None:
     """Train on ENV until the target return, a budget, Ctrl-C or SIGTERM.
 
     Exit codes: 0 finished (solved or budget spent), 1 failure, 2 bad input, 130 SIGINT, 143 SIGTERM.
     """
-    if not serial and backend != "ray":  # first: the forkserver imports torch while this process does too
+    # The Config fields' options (a3c.options) come in ``options``, by field name, None where not given.
+    if not serial and options["backend"] != "ray":  # first: the forkserver imports torch while we do too
         from a3c.runtime.context import start_early
 
         start_early()
-    from a3c.core.config import parse_set
-    from a3c.resolve import resolve_config
-    from a3c.run.rundir import check_run_dir, default_run_dir
-    from a3c.trainer import Trainer
-    from envs import inspect_env
+    from a3c.train import Trainer
 
-    if serial and workers not in (None, 1):
-        raise BadInput(f"--workers: {workers} is not allowed with --serial; expected 1")
-    parsed = parse_set(overrides)
-    options = {
-        "workers": 1 if serial else workers,
-        "envs_per_worker": envs_per_worker,
-        "seed": seed,
-        "max_steps": max_steps,
-        "max_seconds": max_seconds,
-        "target_return": target_return,
-        "eval_interval": eval_interval,
-        "eval_episodes": eval_episodes,
-        "checkpoint_interval": checkpoint_interval,
-        "hang_timeout": hang_timeout,
-        "tensorboard": True if tensorboard else None,
-        "backend": backend,
-        "ray_address": ray_address,
-    }
-    if resume is not None:
-        if run_dir is not None or force:
-            raise BadInput("--resume: RUN_DIR is the run dir; --run-dir and --force are not allowed with it")
-        config, info, checkpoint = _resume_config(resume, env_id, options, parsed)
-        run_dir = resume
-    elif env_id is None:
-        raise BadInput("--env: missing; expected a Gymnasium env id (or --resume RUN_DIR)")
-    else:
-        info = inspect_env(env_id)
-        config = resolve_config(info, options, parsed)
-        checkpoint = None
-        run_dir = run_dir or default_run_dir(info.env_id, config.seed)
-        check_run_dir(run_dir, force)
-    if serial and config.workers != 1:
-        raise BadInput(f"workers: {config.workers} is not allowed with --serial; expected 1")
-    if config.backend == "ray":
-        if serial:
-            raise BadInput("--serial: not allowed with --backend ray; expected the local backend")
-        if config.obs_norm:
-            raise BadInput(
-                "obs_norm: true is not allowed with --backend ray yet; expected false, or --backend local"
-            )
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise BadInput(
-                "--backend: ray needs the `ray` extra, which is not installed; install it with "
-                "pip install -e '.[ray]' (or pip install 'ray>=2.40')"
-            ) from None
-    if config.tensorboard:
-        from a3c.run.tensorboard import check_available
-
-        check_available()
+    setup = train_setup(
+        env_id, options, overrides, run_dir=run_dir, force=force, resume=resume, serial=serial
+    )
     trainer = Trainer(
-        config, info, run_dir, serial=serial, force=force, show_progress=not quiet, resume=checkpoint
+        setup.config,
+        setup.info,
+        setup.run_dir,
+        serial=serial,
+        force=force,
+        show_progress=not quiet,
+        resume=setup.checkpoint,
     )
     sys.exit(trainer.run())
-
-
-def _resume_config(run_dir: Path, env_id: str | None, options: dict, overrides: dict):
-    """The config, env and checkpoint of a resume; anything that does not fit is BadInput (exit 2)."""
-    import json
-
-    from a3c.core.config import Config
-    from a3c.core.spaces import Spaces
-    from a3c.run.resume import check_compatible, load_resume_checkpoint
-    from envs import inspect_env
-
-    checkpoint = load_resume_checkpoint(run_dir)
-    saved = Config.from_dict(checkpoint["config"])
-    try:
-        recorded_env = json.loads((run_dir / "config.json").read_text()).get("env_id")
-    except (OSError, ValueError, AttributeError):
-        recorded_env = None
-    if recorded_env != saved.env_id:
-        raise BadInput(
-            f"--resume: checkpoints/last.pt is for {saved.env_id!r} but {str(run_dir)!r} is a run of "
-            f"{recorded_env!r}; a checkpoint of another env cannot be resumed here"
-        )
-    if env_id is not None and env_id != saved.env_id:
-        raise BadInput(f"--env: {env_id!r} does not match the resumed run's env {saved.env_id!r}")
-    info = inspect_env(saved.env_id)
-    try:
-        saved_spaces = Spaces.of_checkpoint(checkpoint)
-    except (KeyError, TypeError, ValueError):
-        raise BadInput(
-            "--resume: checkpoints/last.pt does not say which spaces its model was built for"
-        ) from None
-    if info.spaces != saved_spaces:
-        raise BadInput(f"--resume: the checkpoint's model does not fit {saved.env_id}'s spaces")
-    values = {**saved.to_dict(), **{k: v for k, v in options.items() if v is not None}, **overrides}
-    config = Config(**values).validate()
-    check_compatible(checkpoint, config, run_dir)
-    return config, info, checkpoint
 
 
 @cli.command()

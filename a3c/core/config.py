@@ -3,6 +3,15 @@
 Precedence, lowest first: the dataclass defaults, values derived from the env (target from its spec's
 ``reward_threshold``), the env's preset (``envs/presets/<env-id>.toml``), then command-line options and
 ``--set key=value``.
+
+Each field's ``metadata`` is the one place its documentation lives:
+
+- ``help``: one line, lower case, no final period (``a3c config-keys``; an option's help is made from it);
+- ``option``: the field also has an ``a3c train`` option with this flag, e.g. ``"--max-steps"`` (a bool
+  field: a flag that sets it true); ``a3c.options`` makes the option from the field;
+- ``shown_default``: what the option's help shows as its default, ``{}`` standing for the built-in one
+  (without it: the built-in default, if not None);
+- ``choices``: the values allowed, checked by ``validate`` (and by the option, if any).
 """
 
 from __future__ import annotations
@@ -16,19 +25,40 @@ from typing import Any
 
 from a3c.core.errors import BadInput
 
+# The shown default of an option whose field presets usually set.
+PRESET_ELSE = "the env's preset, else {}"
+
 
 @dataclass(frozen=True)
 class Config:
     env_id: str = field(metadata={"help": "Gymnasium env id"})
-    seed: int = field(default=0, metadata={"help": "seed of every random stream of the run"})
-    workers: int = field(default=2, metadata={"help": "worker processes (each with its own envs)"})
-    envs_per_worker: int = field(default=1, metadata={"help": "envs each worker steps as one batch"})
+    seed: int = field(
+        default=0, metadata={"help": "seed of every random stream of the run", "option": "--seed"}
+    )
+    workers: int = field(
+        default=2,
+        metadata={
+            "help": "worker processes (each with its own envs)",
+            "option": "--workers",
+            "shown_default": PRESET_ELSE,
+        },
+    )
+    envs_per_worker: int = field(
+        default=1,
+        metadata={
+            "help": "envs each worker steps as one batch",
+            "option": "--envs-per-worker",
+            "shown_default": PRESET_ELSE,
+        },
+    )
     t_max: int = field(default=20, metadata={"help": "rollout length: env steps per env between updates"})
     gamma: float = field(default=0.99, metadata={"help": "discount factor, in (0, 1]"})
     gae_lambda: float = field(
         default=1.0, metadata={"help": "GAE λ in [0, 1]; 1 = n-step returns (A3C paper)"}
     )
-    optimizer: str = field(default="adam", metadata={"help": "shared optimizer: adam or rmsprop"})
+    optimizer: str = field(
+        default="adam", metadata={"help": "shared optimizer: adam or rmsprop", "choices": ("adam", "rmsprop")}
+    )
     lr: float = field(default=1e-3, metadata={"help": "learning rate, > 0"})
     optimizer_eps: float | None = field(
         default=None,
@@ -42,17 +72,27 @@ class Config:
     )
     shared_body: bool = field(default=False, metadata={"help": "one body for policy and value heads"})
     model: str = field(
-        default="mlp", metadata={"help": "network: mlp (flat observations) or cnn (images, the A3C paper's)"}
+        default="mlp",
+        metadata={
+            "help": "network: mlp (flat observations) or cnn (images, the A3C paper's)",
+            "choices": ("mlp", "cnn"),
+        },
     )
     lstm_size: int = field(default=0, metadata={"help": "cnn: LSTMCell width after the conv net; 0: none"})
     gaussian_std: str = field(
         default="learned",
-        metadata={"help": "Box actions: log σ learned per dimension (learned) or a head output (state)"},
+        metadata={
+            "help": "Box actions: log σ learned per dimension (learned) or a head output (state)",
+            "choices": ("learned", "state"),
+        },
     )
     init_log_std: float = field(default=0.0, metadata={"help": "Box actions: initial log σ"})
     squash: str = field(
         default="clip",
-        metadata={"help": "Box actions: Gaussian samples clipped to the bounds (clip) or squashed (tanh)"},
+        metadata={
+            "help": "Box actions: Gaussian samples clipped to the bounds (clip) or squashed (tanh)",
+            "choices": ("clip", "tanh"),
+        },
     )
     obs_norm: bool = field(
         default=False, metadata={"help": "normalise observations by running stats shared by all workers"}
@@ -68,36 +108,94 @@ class Config:
         },
     )
     max_steps: int | None = field(
-        default=None, metadata={"help": "stop after this many env steps (all workers)"}
+        default=None,
+        metadata={
+            "help": "stop after this many env steps (all workers)",
+            "option": "--max-steps",
+            "shown_default": "no limit",
+        },
     )
-    max_seconds: float | None = field(default=None, metadata={"help": "stop after this many seconds"})
+    max_seconds: float | None = field(
+        default=None,
+        metadata={
+            "help": "stop after this many seconds",
+            "option": "--max-seconds",
+            "shown_default": "no limit",
+        },
+    )
     target_return: float | None = field(
-        default=None, metadata={"help": "stop when the evaluator's mean return reaches this"}
+        default=None,
+        metadata={
+            "help": "stop when the evaluator's mean return reaches this",
+            "option": "--target-return",
+            "shown_default": "the preset's, else the env spec's reward_threshold",
+        },
     )
-    eval_interval: float = field(default=2.0, metadata={"help": "minimum seconds between evaluations"})
+    eval_interval: float = field(
+        default=2.0,
+        metadata={
+            "help": "minimum seconds between evaluations",
+            "option": "--eval-interval",
+            "shown_default": PRESET_ELSE,
+        },
+    )
     eval_cpu_share: float = field(
         default=0.05,
         metadata={"help": "at most this share of the evaluator's time is spent evaluating, in (0, 1]"},
     )
-    eval_episodes: int = field(default=10, metadata={"help": "greedy episodes per evaluation"})
+    eval_episodes: int = field(
+        default=10,
+        metadata={
+            "help": "greedy episodes per evaluation",
+            "option": "--eval-episodes",
+            "shown_default": PRESET_ELSE,
+        },
+    )
     confirm_episodes: int = field(
         default=0,
         metadata={"help": "extra greedy episodes that must confirm an evaluation at the target (0: none)"},
     )
-    tensorboard: bool = field(default=False, metadata={"help": "also write TensorBoard event files"})
-    checkpoint_interval: float = field(default=60.0, metadata={"help": "seconds between checkpoints/last.pt"})
+    tensorboard: bool = field(
+        default=False,
+        metadata={
+            "help": "also write TensorBoard event files to RUN_DIR/tensorboard (extra `tensorboard`)",
+            "option": "--tensorboard",
+        },
+    )
+    checkpoint_interval: float = field(
+        default=60.0,
+        metadata={
+            "help": "seconds between checkpoints (checkpoints/last.pt; --set keep_checkpoints=N older ones "
+            "kept)",
+            "option": "--checkpoint-interval",
+        },
+    )
     keep_checkpoints: int = field(default=3, metadata={"help": "earlier checkpoints kept beside last.pt"})
     max_restarts: int = field(
         default=3, metadata={"help": "restarts of one crashed child allowed within 10 minutes"}
     )
-    hang_timeout: float = field(default=60.0, metadata={"help": "seconds without a heartbeat = a hung child"})
+    hang_timeout: float = field(
+        default=60.0,
+        metadata={
+            "help": "a child silent (no heartbeat) this many seconds counts as crashed and is restarted",
+            "option": "--hang-timeout",
+        },
+    )
     backend: str = field(
         default="local",
-        metadata={"help": "local (processes on this machine) or ray (actors on a Ray cluster)"},
+        metadata={
+            "help": "where workers run: local (processes on this machine) or ray (actors on a Ray cluster, "
+            "extra `ray`)",
+            "option": "--backend",
+            "choices": ("local", "ray"),
+        },
     )
     ray_address: str | None = field(
         default=None,
-        metadata={"help": "ray backend: cluster to join (auto, HOST:PORT); none starts one here"},
+        metadata={
+            "help": "with backend ray: the cluster to join (auto or HOST:PORT); none starts one here",
+            "option": "--ray-address",
+        },
     )
     sync_every: int = field(
         default=1,
@@ -114,7 +212,7 @@ class Config:
             ("t_max", self.t_max >= 1, "an integer >= 1"),
             ("gamma", 0 < self.gamma <= 1, "a number in (0, 1]"),
             ("gae_lambda", 0 <= self.gae_lambda <= 1, "a number in [0, 1]"),
-            ("optimizer", self.optimizer in ("adam", "rmsprop"), "adam or rmsprop"),
+            self._choice("optimizer"),
             ("lr", self.lr > 0 and finite(self.lr), "a finite number > 0"),
             (
                 "optimizer_eps",
@@ -154,18 +252,23 @@ class Config:
             ),
         ]
         checks += [
-            ("model", self.model in ("mlp", "cnn"), "mlp or cnn"),
+            self._choice("model"),
             ("lstm_size", self.lstm_size >= 0, "an integer >= 0 (0: no LSTM)"),
-            ("gaussian_std", self.gaussian_std in ("learned", "state"), "learned or state"),
+            self._choice("gaussian_std"),
             ("init_log_std", -20 <= self.init_log_std <= 2, "a number in [-20, 2]"),
-            ("squash", self.squash in ("clip", "tanh"), "clip or tanh"),
-            ("backend", self.backend in ("local", "ray"), "local or ray"),
+            self._choice("squash"),
+            self._choice("backend"),
             ("sync_every", self.sync_every >= 1, "an integer >= 1"),
         ]
         for name, ok, allowed in checks:
             if not ok:
                 raise BadInput(f"{name}: {getattr(self, name)!r} is not allowed; expected {allowed}")
         return self
+
+    def _choice(self, name: str) -> tuple[str, bool, str]:
+        """The check of a field with ``choices``: its name, whether its value is one, what is allowed."""
+        allowed = FIELDS[name].metadata["choices"]
+        return name, getattr(self, name) in allowed, " or ".join(allowed)
 
     @property
     def steps_per_update(self) -> int:
@@ -181,8 +284,18 @@ class Config:
         return cls(**{k: coerce(k, v) for k, v in known_keys(values, "config").items()})
 
 
-FIELD_NAMES = tuple(f.name for f in fields(Config))
+FIELDS = {f.name: f for f in fields(Config)}
+FIELD_NAMES = tuple(FIELDS)
 _TYPES = typing.get_type_hints(Config)
+
+
+def field_type(name: str, cls: type | None = None) -> Any:
+    """The type of field ``name`` of Config (or of ``cls``, a dataclass) without ``| None``: ``int`` for
+    ``max_steps: int | None``."""
+    hint = (_TYPES if cls is None else typing.get_type_hints(cls))[name]
+    if isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint):
+        return next(a for a in typing.get_args(hint) if a is not type(None))
+    return hint
 
 
 def known_keys(values: dict[str, Any], source: str) -> dict[str, Any]:
@@ -194,9 +307,8 @@ def known_keys(values: dict[str, Any], source: str) -> dict[str, Any]:
 
 def coerce(name: str, value: Any) -> Any:
     """Turn ``value`` (a TOML/JSON value or a command-line string) into the type of field ``name``."""
-    hint = _TYPES[name]
-    optional = isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint)
-    base = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint
+    base = field_type(name)
+    optional = base is not _TYPES[name]
     if optional and (value is None or (isinstance(value, str) and value.lower() in ("none", "null", ""))):
         return None
     try:

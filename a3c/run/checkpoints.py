@@ -3,6 +3,8 @@ ready to play."""
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,3 +119,32 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
             f"this a3c reads {CHECKPOINT_VERSION}"
         )
     return data
+
+
+def checkpoint_payload(config: Config, spaces: Spaces, **fields: Any) -> dict[str, Any]:
+    """What every checkpoint (last.pt, step-*.pt, best.pt) holds — the config and the spaces its model was
+    built for — plus ``fields`` (weights, counters, statistics …). obs_dim and n_actions too: an older a3c
+    reads them (flat Discrete envs only)."""
+    return {
+        "config": config.to_dict(),
+        "spaces": spaces.to_dict(),
+        "obs_dim": spaces.obs_dim,
+        "n_actions": spaces.n_actions,
+        **fields,
+    }
+
+
+def save_last(folder: Path, payload: dict[str, Any], keep: int) -> None:
+    """Write ``folder/last.pt`` atomically and keep the ``keep`` previous ones beside it as step-*.pt."""
+    save_checkpoint(folder / "last.pt", payload)
+    if keep > 0:
+        # A hard link: the history costs no copy, and last.pt's next os.replace leaves this inode alone.
+        history = folder / f"step-{payload['global_step']:012d}.pt"
+        try:
+            history.unlink(missing_ok=True)
+            os.link(folder / "last.pt", history)
+        except OSError as exc:  # a file system without hard links: last.pt itself is fine
+            print(f"warning: no checkpoint history ({exc})", file=sys.stderr)
+    # The newest step-*.pt is last.pt itself: ``keep`` earlier ones stay beside it.
+    for old in sorted(folder.glob("step-*.pt"))[: -(keep + 1)]:
+        old.unlink(missing_ok=True)

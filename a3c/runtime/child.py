@@ -1,13 +1,19 @@
-"""What every child process does first, and how it learns that it should exit on its own."""
+"""The one child-process shell: what every child does first, how it learns that it should exit on its own,
+and how it ends (a traceback to the trainer and exit 1, or a quiet exit 0 when the trainer is gone)."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import signal
+import sys
+import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection
 
 import torch
 
+from a3c.core.records import ErrorRecord
 from a3c.runtime.shared import Heartbeats
 
 
@@ -30,6 +36,7 @@ class ChildGuard:
         self.terminated = False
         self.heartbeats = heartbeats
         self.slot = slot
+        self.cleanups: list[Callable[[], None]] = []  # run_child calls them at exit, newest first
 
     def _on_sigterm(self, _signum, _frame) -> None:
         self.terminated = True
@@ -56,3 +63,27 @@ def format_error(traceback_text: str, limit: int = 3000) -> str:
     if len(data) <= limit:
         return traceback_text
     return "...\n" + data[-limit:].decode(errors="ignore")  # bytes, not characters: UTF-8 may take 4 each
+
+
+def run_child(
+    source: str,
+    heartbeats: Heartbeats,
+    slot: int,
+    conn: Connection,
+    body: Callable[[ChildGuard], None],
+) -> None:
+    """Run ``body(guard)`` as a child process named ``a3c-<source>``: the guard is set up first (one thread,
+    signals, heartbeat slot ``slot``); a closed pipe means the trainer is gone (exit 0: nobody to report to,
+    nobody to train for); any other error sends ``ErrorRecord(source, traceback)`` and exits 1. What ``body``
+    registers on ``guard.cleanups`` runs at the end either way."""
+    guard = ChildGuard(heartbeats, slot, "a3c-" + source.replace(" ", "-"))
+    try:
+        body(guard)
+    except (BrokenPipeError, ConnectionResetError):
+        sys.exit(0)
+    except BaseException:
+        conn.send(ErrorRecord(source, format_error(traceback.format_exc())))
+        sys.exit(1)
+    finally:
+        for cleanup in reversed(guard.cleanups):
+            cleanup()

@@ -9,29 +9,27 @@ from __future__ import annotations
 import copy
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-from torch import nn
 
 from a3c.algo.flat import flat_view, flatten_parameters
 from a3c.algo.greedy import play_greedy
-from a3c.algo.normalize import RunningMeanStd, SharedObsStats
+from a3c.algo.normalize import RunningMeanStd
 from a3c.algo.update import pull_weights
 from a3c.core.config import Config
-from a3c.core.records import ErrorRecord, EvalRecord
-from a3c.core.spaces import Spaces
+from a3c.core.records import EvalRecord
 from a3c.run.checkpoints import (
+    checkpoint_payload,
     save_checkpoint,
     saved_best,
 )
 from a3c.run.csvlog import EVAL_COLUMNS, CsvLog
-from a3c.runtime.child import ChildGuard, format_error
-from a3c.runtime.shared import Counters, Heartbeats, StopReason, StopSignal
+from a3c.runtime.bundle import SharedState
+from a3c.runtime.child import ChildGuard, run_child
+from a3c.runtime.shared import StopReason, StopSignal
 from envs import make_eval_vector_env
 
 
@@ -39,31 +37,24 @@ class Evaluator:
     """Evaluates the shared model on demand and keeps the run's eval.csv and best.pt.
 
     Args:
-        config: the run's config (target_return, eval_episodes, env id).
-        shared_model: the global model; only read.
-        counters: the shared step/update counters (to stamp each evaluation).
-        run_dir: where eval.csv and checkpoints/best.pt go.
+        shared: the run's shared state; it reads the config (target_return, eval_episodes, env id), the
+            global model (only read), the counters (to stamp each evaluation), the run dir (eval.csv and
+            checkpoints/best.pt), the start time, the spaces (saved in best.pt so ``a3c evaluate`` can
+            rebuild the model) and the observation statistics (``config.obs_norm``: each evaluation
+            normalises with a snapshot of them, which best.pt keeps).
         seed: this evaluator's seed stream.
-        start_time: ``time.time()`` at the start of the run.
-        spaces: the env's spaces, saved in best.pt so ``a3c evaluate`` can rebuild the model.
         best_mean: the best selection mean so far (the mean of the first ``eval_episodes`` episodes of an
             evaluation); best.pt is only replaced by a better one.
-        obs_stats: the workers' shared observation statistics (``config.obs_norm``); each evaluation
-            normalises with a snapshot of them, which best.pt keeps.
     """
 
-    def __init__(
-        self,
-        config: Config,
-        shared_model: nn.Module,
-        counters: Counters,
-        run_dir: Path,
-        seed: int,
-        start_time: float,
-        spaces: Spaces,
-        best_mean: float = -float("inf"),
-        obs_stats: SharedObsStats | None = None,
-    ):
+    def __init__(self, shared: SharedState, seed: int, best_mean: float = -float("inf")):
+        config, shared_model, counters = shared.config, shared.model, shared.counters
+        run_dir, start_time, spaces, obs_stats = (
+            shared.run_dir,
+            shared.start_time,
+            shared.spaces,
+            shared.obs_stats,
+        )
         self.config = config
         self.shared_model = shared_model
         self.model = copy.deepcopy(shared_model)
@@ -72,8 +63,7 @@ class Evaluator:
         self.run_dir = run_dir
         self.rng = np.random.default_rng(seed)
         self.start_time = start_time
-        # obs_dim/n_actions too: an older a3c reads them (flat Discrete envs).
-        self.dims = {"spaces": spaces.to_dict(), "obs_dim": spaces.obs_dim, "n_actions": spaces.n_actions}
+        self.spaces = spaces
         self.obs_stats = obs_stats
         self.obs_snapshot = None if obs_stats is None else RunningMeanStd(spaces.obs_shape)
         saved_selection, saved_mean = saved_best(run_dir / "checkpoints" / "best.pt")
@@ -124,18 +114,18 @@ class Evaluator:
             try:
                 save_checkpoint(
                     self.run_dir / "checkpoints" / "best.pt",
-                    {
-                        "config": self.config.to_dict(),
-                        **self.dims,
-                        "model_state": self.model.state_dict(),
+                    checkpoint_payload(
+                        self.config,
+                        self.spaces,
+                        model_state=self.model.state_dict(),
                         **self._obs_norm_state(),
-                        "global_step": global_step,
-                        "updates": updates,
-                        "wall_time": wall_time,
-                        "mean_return": mean,
-                        "selection_mean": selection,
-                        "selection_episodes": self.config.eval_episodes,
-                    },
+                        global_step=global_step,
+                        updates=updates,
+                        wall_time=wall_time,
+                        mean_return=mean,
+                        selection_mean=selection,
+                        selection_episodes=self.config.eval_episodes,
+                    ),
                 )
             except OSError as exc:  # a full disk should not end the run; the previous best.pt stays
                 print(f"warning: could not save best.pt: {exc}", file=sys.stderr, flush=True)
@@ -193,31 +183,17 @@ def next_wait(eval_cpu_s: float, config: Config) -> float:
     return max(config.eval_interval, eval_cpu_s * (1.0 - share) / share)
 
 
-def evaluator_main(
-    config: Config,
-    shared_model: nn.Module,
-    counters: Counters,
-    stop: StopSignal,
-    heartbeats: Heartbeats,
-    conn: Connection,
-    run_dir: Path,
-    seed: int,
-    start_time: float,
-    spaces: Spaces,
-    best_mean: float,
-    obs_stats: SharedObsStats | None = None,
-) -> None:
-    """Process shell: evaluate every ``next_wait`` s; stop at the target; once more at a budget end.
+def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: float) -> None:
+    """Process target: evaluate every ``next_wait`` s; stop at the target; once more at a budget end.
 
     Its heartbeat slot is ``config.workers``; ``best_mean`` is the best so far (a restarted evaluator or a
     resumed run must not replace best.pt with a worse model).
     """
-    guard = ChildGuard(heartbeats, config.workers, "a3c-evaluator")  # first: set_num_threads(1), signals
-    evaluator = None
-    try:
-        evaluator = Evaluator(
-            config, shared_model, counters, run_dir, seed, start_time, spaces, best_mean, obs_stats
-        )
+    config, stop = shared.config, shared.stop
+
+    def body(guard: ChildGuard) -> None:
+        evaluator = Evaluator(shared, seed, best_mean)
+        guard.cleanups.append(evaluator.close)
         cut_short = lambda: guard.should_exit() or stop.is_set()  # noqa: E731
         next_eval = time.monotonic() + config.eval_interval
         while not cut_short():
@@ -237,13 +213,5 @@ def evaluator_main(
             record = evaluator.evaluate(interrupted)
             if record is not None:
                 conn.send(record)
-    except (BrokenPipeError, ConnectionResetError):
-        sys.exit(
-            0
-        )  # the trainer is gone (its end of the pipe closed): nothing to report to, nobody to train for
-    except BaseException:
-        conn.send(ErrorRecord("evaluator", format_error(traceback.format_exc())))
-        sys.exit(1)
-    finally:
-        if evaluator is not None:
-            evaluator.close()
+
+    run_child("evaluator", shared.heartbeats, config.workers, conn, body)

@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
-import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
-from torch import nn
-
 from a3c.algo.learner import Learner
 from a3c.algo.metrics import MetricsWindow
-from a3c.algo.normalize import SharedObsStats
-from a3c.algo.optim import SharedOptimizer
-from a3c.core.config import Config
-from a3c.core.records import EpisodeRecord, ErrorRecord, MetricsRecord
-from a3c.runtime.child import ChildGuard, format_error
-from a3c.runtime.shared import Counters, Heartbeats, StopReason, StopSignal
+from a3c.core.records import EpisodeRecord, MetricsRecord
+from a3c.runtime.bundle import SharedState
+from a3c.runtime.child import ChildGuard, run_child
+from a3c.runtime.shared import StopReason
 
 # A worker sends its finished episodes at most this often, and all of them when it stops. One pipe message per
 # update (~600 a second per worker with 16 envs) cost the trainer and the workers CPU for nothing.
@@ -28,10 +22,8 @@ EPISODES_EVERY_S = 0.05
 def run_learner(
     worker_id: int,
     learner: Learner,
-    counters: Counters,
-    stop: StopSignal,
+    shared: SharedState,
     emit: Callable[[list[EpisodeRecord] | MetricsRecord], None],
-    start_time: float,
     metrics: MetricsWindow,
     max_updates: int | None = None,
     should_exit: Callable[[], bool] = lambda: False,
@@ -39,6 +31,7 @@ def run_learner(
     """Update until the run stops (or ``max_updates``, or ``should_exit``), counting steps in this worker's
     slots; emit finished episodes as lists (every ``EPISODES_EVERY_S``, and the rest at the end) and, about
     once a second, the worker's training metrics."""
+    counters, stop, start_time = shared.counters, shared.stop, shared.start_time
     max_steps = learner.config.max_steps
     done = 0
     episodes: list[EpisodeRecord] = []
@@ -70,41 +63,23 @@ def run_learner(
         emit(metrics.record(wall_time, counters.total_steps, learner.optimizer.param_groups[0]["lr"]))
 
 
-def worker_main(
-    worker_id: int,
-    config: Config,
-    shared_model: nn.Module,
-    optimizer: SharedOptimizer,
-    counters: Counters,
-    stop: StopSignal,
-    heartbeats: Heartbeats,
-    conn: Connection,
-    seed: int,
-    start_time: float,
-    obs_stats: SharedObsStats | None = None,
-    reward_stats: SharedObsStats | None = None,
-) -> None:
-    """Process target of worker ``worker_id``: records go to ``conn`` (its own pipe to the trainer); on any
-    error it sends the traceback and exits 1."""
-    guard = ChildGuard(heartbeats, worker_id, f"a3c-worker-{worker_id}")  # first: set_num_threads(1), signals
-    learner = None
-    try:
-        normalizer = None if obs_stats is None else obs_stats.writer(worker_id)
-        rewards = None if reward_stats is None else reward_stats.writer(worker_id)
+def worker_main(worker_id: int, shared: SharedState, conn: Connection, seed: int) -> None:
+    """Process target of worker ``worker_id``: a Learner on the shared state, records to ``conn`` (its own
+    pipe to the trainer); the child shell (``run_child``) reports an error and exits 1."""
+
+    def body(guard: ChildGuard) -> None:
+        obs, rewards = shared.obs_stats, shared.reward_stats
         learner = Learner(
-            config, shared_model, optimizer, seed, lambda: counters.total_updates, normalizer, rewards
+            shared.config,
+            shared.model,
+            shared.optimizer,
+            seed,
+            lambda: shared.counters.total_updates,
+            None if obs is None else obs.writer(worker_id),
+            None if rewards is None else rewards.writer(worker_id),
         )
+        guard.cleanups.append(learner.close)
         window = MetricsWindow(worker_id)
-        run_learner(
-            worker_id, learner, counters, stop, conn.send, start_time, window, should_exit=guard.should_exit
-        )
-    except (BrokenPipeError, ConnectionResetError):
-        sys.exit(
-            0
-        )  # the trainer is gone (its end of the pipe closed): nothing to report to, nobody to train for
-    except BaseException:
-        conn.send(ErrorRecord(f"worker {worker_id}", format_error(traceback.format_exc())))
-        sys.exit(1)
-    finally:
-        if learner is not None:
-            learner.close()
+        run_learner(worker_id, learner, shared, conn.send, window, should_exit=guard.should_exit)
+
+    run_child(f"worker {worker_id}", shared.heartbeats, worker_id, conn, body)

@@ -16,7 +16,7 @@ from tests.conftest import require_extra
 require_extra("ray", "ray")
 
 from a3c.backends.ray.driver import ParameterServer  # noqa: E402 - after the extra's guard
-from a3c.trainer import Trainer  # noqa: E402
+from a3c.train import Trainer  # noqa: E402
 
 
 def test_the_server_counts_non_finite_weights_itself():
@@ -48,7 +48,7 @@ def test_the_trainers_finite_check_on_ray_takes_the_verdict_not_the_state(tmp_pa
     info = inspect_env("CartPole-v1")
     config = Config(env_id="CartPole-v1", workers=1, backend="ray").validate()
     trainer = Trainer(config, info, tmp_path / "run", show_progress=False)
-    trainer.ray_run = StandInRayRun()
+    trainer.backend = StandInRayRun()
     trainer._check_finite()
     assert not trainer.params_finite
     (error,) = trainer.monitor.errors
@@ -69,7 +69,7 @@ def test_a_checkpoint_still_refuses_non_finite_weights_from_the_server(tmp_path,
             with torch.no_grad():
                 next(trainer.model.parameters()).view(-1)[0] = bad
 
-    trainer.ray_run = Synced()
+    trainer.backend = Synced()
     trainer._save_last()
     assert not (tmp_path / "run" / "checkpoints" / "last.pt").exists()
     assert not trainer.params_finite

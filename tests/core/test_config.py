@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import a3c.core.config as config_module
@@ -256,6 +258,25 @@ def test_every_preset_resolves_into_a_valid_config():
         values = load_preset(preset.env_id)
         assert values is not None and preset.target_return is not None, preset.env_id
         Config(env_id=preset.env_id, **{k: config_module.coerce(k, v) for k, v in values.items()}).validate()
+
+
+def test_fields_with_choices_allow_exactly_them():
+    choice_fields = [f for f in dataclasses.fields(Config) if "choices" in f.metadata]
+    assert {f.name for f in choice_fields} == {"optimizer", "model", "gaussian_std", "squash", "backend"}
+    for f in choice_fields:
+        assert f.default in f.metadata["choices"], f.name
+        for value in f.metadata["choices"]:
+            Config(env_id="x", **{f.name: value}).validate()
+        with pytest.raises(
+            BadInput,
+            match=f"^{f.name}: 'nope' is not allowed; expected " + " or ".join(f.metadata["choices"]) + "$",
+        ):
+            Config(env_id="x", **{f.name: "nope"}).validate()
+
+
+def test_field_type_drops_none():
+    assert config_module.field_type("max_steps") is int and config_module.field_type("ray_address") is str
+    assert config_module.field_type("tensorboard") is bool and config_module.field_type("lr") is float
 
 
 def test_cnn_refuses_obs_norm_and_a_state_dependent_std():

@@ -16,7 +16,7 @@ import torch
 
 from a3c.core.config import Config
 from a3c.run.resume import load_resume_checkpoint
-from a3c.trainer import Trainer
+from a3c.train import Trainer
 from envs import inspect_env
 from tests.conftest import (
     data_rows,

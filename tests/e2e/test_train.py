@@ -46,11 +46,11 @@ def header(path) -> tuple[str, ...]:
 
 
 def documented_files() -> dict[str, list[str]]:
-    """README's "The files a run leaves" block: each file's documented columns (or keys), in order.
+    """docs/runs.md's "The files a run leaves" block: each file's documented columns (or keys), in order.
 
     An entry is a line ``  <name>   a, b,`` plus the deeper-indented lines that continue it.
     """
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "runs.md").read_text()
     block = text.split("## The files a run leaves", 1)[1].split("```")[1]
     entries: dict[str, str] = {}
     name = None
@@ -65,9 +65,9 @@ def documented_files() -> dict[str, list[str]]:
 
 
 def test_csv_headers_and_summary_keys_are_the_documented_ones(tmp_path):
-    # The README is the contract notebooks and users read: the files must match it column for column.
+    # docs/runs.md is the contract notebooks and users read: the files must match it column for column.
     from a3c.core.config import Config
-    from a3c.trainer import Trainer
+    from a3c.train import Trainer
     from envs import inspect_env
 
     docs = documented_files()

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from a3c.cli import cli, main
 from a3c.core.config import Config
+from a3c.options import config_options, option_fields
 from a3c.run.rundir import default_run_dir
 from tests.conftest import run_a3c
 
@@ -223,6 +224,66 @@ def test_help_documents_every_option_with_its_default(command):
         assert checked >= {"env_id", "workers", "envs_per_worker", "seed", "run_dir", "max_steps",
                            "max_seconds", "target_return", "eval_interval", "eval_episodes",
                            "overrides"}  # fmt: skip
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_every_config_field_with_an_option_is_a_train_option_with_the_fields_help():
+    # The options are generated: flag, help and default come from the field, and no option repeats them.
+    train = cli.commands["train"]
+    ctx = click.Context(train, info_name="train", show_default=True)
+    params = {p.name: p for p in train.params if isinstance(p, click.Option)}
+    shown = words(CliRunner().invoke(cli, ["train", "--help"]).output)
+    option_names = {f.name for f in option_fields()}
+    assert option_names >= {"workers", "seed", "max_steps", "target_return", "backend", "ray_address"}
+    assert option_names == set(params).intersection(f.name for f in dataclasses.fields(Config)) - {"env_id"}
+    for f in option_fields():
+        param = params[f.name]
+        assert param.opts == [f.metadata["option"]] and param.default is None, f.name  # None: not given
+        help_text = words(param.get_help_record(ctx)[1])
+        field_help = f.metadata["help"]
+        assert help_text.startswith(field_help[:1].upper() + field_help[1:] + "."), (f.name, help_text)
+        assert f" {f.metadata['option']} " in shown and words(field_help[1:]) in shown, f.name
+
+
+def test_a_field_given_an_option_gets_one():
+    @dataclasses.dataclass(frozen=True)
+    class Extended(Config):
+        new_knob: int = dataclasses.field(
+            default=7, metadata={"help": "a knob no one has yet", "option": "--new-knob"}
+        )
+        new_flag: bool = dataclasses.field(
+            default=False, metadata={"help": "a new switch", "option": "--new-flag"}
+        )
+
+    seen: dict = {}
+
+    @click.command(context_settings={"show_default": True})
+    @config_options("seed", rest=True, config=Extended)  # rest: every option field not placed below
+    @click.option("--other", default="x", help="Not a field.")
+    @config_options("workers", "backend", config=Extended)
+    def command(other: str, **options) -> None:
+        seen.clear()
+        seen.update(options)
+
+    names = [p.name for p in command.params]
+    assert {"new_knob", "new_flag"} <= set(names), names
+    assert names[0] == "seed" and names[-3:] == ["other", "workers", "backend"]
+    assert names.index("new_knob") < names.index("new_flag") < names.index("other")
+    assert sorted(names) == sorted([f.name for f in option_fields(Extended)] + ["other"])  # each once
+    output = words(CliRunner().invoke(command, ["--help"]).output)
+    assert "--new-knob INTEGER A knob no one has yet. [default: 7]" in output, output
+    assert "--new-flag A new switch." in output and "[default: the env's preset, else 2]" in output
+    assert CliRunner().invoke(command, []).exit_code == 0
+    assert seen["new_knob"] is None and seen["new_flag"] is None and seen["workers"] is None  # not given
+    assert CliRunner().invoke(command, ["--new-knob", "3", "--new-flag", "--backend", "ray"]).exit_code == 0
+    assert (seen["new_knob"], seen["new_flag"], seen["backend"]) == (3, True, "ray")
+    result = CliRunner().invoke(command, ["--new-knob", "x"])
+    assert result.exit_code == 2 and "'x' is not a valid integer" in result.output
+    with pytest.raises(ValueError, match="already there"):  # one option per field
+        config_options("seed")(config_options("seed")(lambda **options: None))
 
 
 @pytest.mark.slow  # a real command: a subprocess

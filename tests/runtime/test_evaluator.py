@@ -9,8 +9,9 @@ from a3c.algo.learner import build_shared
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from a3c.run.checkpoints import load_checkpoint, saved_best
+from a3c.runtime.bundle import SharedState
 from a3c.runtime.evaluator import Evaluator
-from a3c.runtime.shared import Counters
+from a3c.runtime.shared import Counters, Heartbeats, StopSignal
 
 
 def test_best_pt_compares_evaluations_over_the_same_episodes(tmp_path, monkeypatch):
@@ -18,11 +19,12 @@ def test_best_pt_compares_evaluations_over_the_same_episodes(tmp_path, monkeypat
     # 110 episodes at 60. Evaluation 3 scores 120 on its 10. Comparing 120 (10 episodes) with 60 (110)
     # would let evaluation 3 replace best.pt; over their first 10 episodes each, 160 stays the best.
     config = Config(env_id="CartPole-v1", target_return=150.0, eval_episodes=10, confirm_episodes=100)
-    model, _ = build_shared(config, Spaces((4,), 2))
+    model, optimizer = build_shared(config, Spaces((4,), 2))
     (tmp_path / "checkpoints").mkdir()
-    evaluator = Evaluator(
-        config, model, Counters(1), tmp_path, seed=0, start_time=0.0, spaces=Spaces((4,), 2)
+    shared = SharedState(
+        config, Spaces((4,), 2), tmp_path, 0.0, model, optimizer, Counters(1), StopSignal(), Heartbeats(2)
     )
+    evaluator = Evaluator(shared, seed=0)
     rounds = iter([np.full(10, 100.0), np.full(10, 160.0), np.full(100, 50.0), np.full(10, 120.0)])
     monkeypatch.setattr(evaluator, "_play", lambda n, stop: (next(rounds)[:n], np.ones(n)))
     marks = []

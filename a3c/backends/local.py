@@ -1,0 +1,115 @@
+"""The local backend: workers and the evaluator as child processes over shared memory (Hogwild), started
+from the forkserver and watched by the Supervisor (heartbeats, hang timeout, restarts within a budget)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from a3c.algo.optim import non_finite_counts
+from a3c.core.seeding import child_seed
+from a3c.runtime.bundle import SharedState
+from a3c.runtime.context import child_context
+from a3c.runtime.evaluator import evaluator_main
+from a3c.runtime.shared import StopReason
+from a3c.runtime.supervisor import ChildSpec, Supervisor
+from a3c.runtime.worker import worker_main
+
+STOP_GRACE_S = 3.0  # children get this long to exit after an interrupt or a failure ...
+FINAL_EVAL_GRACE_S = 60.0  # ... and this long when the evaluator still plays its final evaluation
+
+
+def child_specs(shared: SharedState, resume_index: int, best_mean: Callable[[], float]) -> list[ChildSpec]:
+    """Workers 0 … N-1 and the evaluator (heartbeat slot N); a restart gets a fresh seed from ``child_seed``,
+    a restarted evaluator the best evaluation so far (``best_mean()``)."""
+    workers, seed = shared.config.workers, shared.config.seed
+    specs = [
+        ChildSpec(
+            f"worker {i}",
+            i,
+            worker_main,
+            lambda restart, conn, i=i: (i, shared, conn, child_seed(seed, i, restart, resume_index)),
+        )
+        for i in range(workers)
+    ]
+    specs.append(
+        ChildSpec(
+            "evaluator",
+            workers,
+            evaluator_main,
+            lambda restart, conn: (
+                shared,
+                conn,
+                child_seed(seed, workers, restart, resume_index),
+                best_mean(),
+            ),
+        )
+    )
+    return specs
+
+
+class LocalBackend:
+    """Starts the children at once; their records reach ``poll`` through the Supervisor."""
+
+    def __init__(self, shared: SharedState, resume_index: int, best_mean: Callable[[], float]):
+        self.shared = shared
+        self.records: list[Any] = []
+        cfg = shared.config
+        self.supervisor = Supervisor(
+            child_context(),
+            child_specs(shared, resume_index, best_mean),
+            shared.heartbeats,
+            self.records.append,
+            cfg.max_restarts,
+            cfg.hang_timeout,
+        )
+        try:
+            self.supervisor.start_all()
+        except BaseException:  # the children already started must not outlive a failed start
+            shared.stop.stop(StopReason.FAILED)
+            deadline = time.monotonic() + STOP_GRACE_S
+            self.supervisor.stop_all(lambda: deadline)
+            raise
+
+    @property
+    def restarts(self) -> int:
+        return self.supervisor.restarts
+
+    def _take(self) -> list[Any]:
+        records, self.records[:] = list(self.records), []
+        return records
+
+    def poll(self, timeout: float) -> list[Any]:
+        """The children's records within ``timeout`` s; a child that failed beyond its restarts (or hung) is
+        an ErrorRecord."""
+        self.supervisor.poll(timeout, stopped=self.shared.stop.is_set)
+        records = self._take()
+        if self.supervisor.failure is not None:
+            records.append(self.supervisor.failure)
+        return records
+
+    def non_finite_counts(self) -> dict[str, int]:
+        return non_finite_counts(self.shared.model)
+
+    def sync(self) -> None:
+        """The trainer's model is the shared one: nothing to copy."""
+
+    def final_evaluation(self) -> list[Any]:
+        """The evaluator child plays it itself when it sees a budget stop (within FINAL_EVAL_GRACE_S)."""
+        return []
+
+    def stop(self, cut_short: Callable[[], bool]) -> list[Any]:
+        """Stop the children: FINAL_EVAL_GRACE_S after a budget stop (the evaluator's final evaluation),
+        else STOP_GRACE_S; ``cut_short()`` (a Ctrl-C meanwhile) cuts the grace to STOP_GRACE_S."""
+        grace = FINAL_EVAL_GRACE_S if self.shared.stop.reason.is_budget else STOP_GRACE_S
+        deadline = time.monotonic() + grace
+
+        def current_deadline() -> float:
+            nonlocal deadline
+            if cut_short():
+                deadline = min(deadline, time.monotonic() + STOP_GRACE_S)
+            return deadline
+
+        self.supervisor.stop_all(current_deadline)
+        return self._take()

@@ -1,0 +1,278 @@
+"""The Ray actors: the parameter server, the worker (the local backend's Learner against the server) and the
+evaluation actor; and how long the driver waits for them (see a3c/backends/ray/driver.py for the design)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+
+from a3c.algo.flat import flatten_parameters
+from a3c.algo.greedy import play_greedy
+from a3c.algo.learner import Learner, build_model, build_shared
+from a3c.algo.metrics import MetricsWindow
+from a3c.algo.optim import non_finite_counts
+from a3c.backends.base import BackendFailed
+from a3c.core.config import Config
+from a3c.core.records import EpisodeRecord, MetricsRecord
+from a3c.core.spaces import Spaces
+from a3c.run.resume import restore_model, restore_optimizer
+from envs import make_eval_vector_env
+
+SYNC_AT_LEAST_S = 0.5  # a worker whose gradients are all skipped (non-finite) still reports this often
+
+
+# Fault injection for tests/test_ray.py only: an actor named by this environment variable blocks in one of
+# its methods (see ``_injected_hang``). Nothing sets it outside the tests; unset, it costs one dict lookup.
+HANG_VAR = "A3C_TEST_HANG"
+
+
+HANG_S = 3600.0  # the injected hang; the driver must notice it and kill the actor long before
+
+
+HANG_AFTER_UPDATES = 500  # the server's injected hang waits for these (seconds of training): a sync first
+
+
+def _injected_hang(actor: str) -> None:
+    """Block (a test's injected hang) when ``A3C_TEST_HANG`` names ``actor``, in its first incarnation only:
+    the actor that Ray restarts in its place goes on."""
+    if os.environ.get(HANG_VAR) == actor and not ray.get_runtime_context().was_current_actor_reconstructed:
+        time.sleep(HANG_S)
+
+
+def writable_tensor(array: np.ndarray) -> torch.Tensor:
+    """A tensor over ``array``; Ray hands arrays over read-only (zero-copy), so those are copied first."""
+    return torch.from_numpy(np.require(array, requirements="W"))
+
+
+@ray.remote
+class ParameterServer:
+    """The global model and optimizer; ``push`` applies one gradient and returns the new weights."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        spaces: Spaces,
+        model_state: dict[str, torch.Tensor],
+        optimizer_state: dict[str, Any],
+        base: list[int],
+    ):
+        torch.set_num_threads(1)
+        cfg = Config.from_dict(config)
+        self.model, self.optimizer = build_shared(cfg, spaces)
+        restore_model(self.model, model_state, "the driver's model")
+        restore_optimizer(self.optimizer, optimizer_state, "the driver's optimizer")
+        self.flat = self.optimizer.param_groups[0]["params"][0]
+        self.slots = np.zeros((3, cfg.workers), np.int64)  # steps, updates, skipped of each worker
+        self.base = np.asarray(base, np.int64)
+        self.registrations = np.zeros(cfg.workers, np.int64)
+        self.contact = np.full(cfg.workers, -np.inf)  # time.monotonic() of each worker's last call: its beat
+        self.records: list[Any] = []
+        self.stopped = False
+
+    def register(self, worker: int) -> int:
+        """How many times ``worker`` started before: its restart index (a fresh seed stream each time)."""
+        self.registrations[worker] += 1
+        self.contact[worker] = time.monotonic()
+        return int(self.registrations[worker] - 1)
+
+    def push(
+        self, worker: int, grad: np.ndarray | None, steps: int, updates: int, skipped: int, records: list
+    ) -> tuple[np.ndarray, int, int, bool]:
+        """Apply ``grad`` (if any), count, keep the records; return (weights, global step, updates, stop)."""
+        if grad is not None:
+            self.flat.grad = writable_tensor(grad)
+            self.optimizer.step()
+        self.slots[:, worker] += (steps, updates, skipped)
+        self.contact[worker] = time.monotonic()
+        self.records.extend(records)
+        total = self.base + self.slots.sum(axis=1)
+        return self.flat.numpy().copy(), int(total[0]), int(total[1]), self.stopped
+
+    def snapshot(self) -> tuple[np.ndarray, int, int]:
+        """(weights, global step, updates) read together."""
+        total = self.base + self.slots.sum(axis=1)
+        return self.flat.numpy().copy(), int(total[0]), int(total[1])
+
+    def drain(self) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
+        """The records since the last drain, the per-worker counter slots [3, workers], the seconds since
+        each worker last called [workers] (inf: never; ages, not times, as the driver's clock may differ) and
+        how often each worker registered [workers] (a restarted one registers again)."""
+        if self.slots[1].sum() >= HANG_AFTER_UPDATES:
+            _injected_hang("server")  # tests: a server that hangs once training is under way
+        records, self.records = self.records, []
+        return records, self.slots.copy(), time.monotonic() - self.contact, self.registrations.copy()
+
+    def non_finite_counts(self) -> dict[str, int]:
+        """{parameter name: NaN/inf values} for the parameters that have any (empty: all finite), counted on
+        a copy (``a3c.algo.optim.non_finite_counts``), so the driver's check moves a verdict, not the
+        state."""
+        return {name: count for name, count in non_finite_counts(self.model).items() if count}
+
+    def state(self) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+        """(weights, optimizer state tensors, counter slots), for the driver's checkpoint."""
+        optimizer = {k: v.numpy().copy() for k, v in self.optimizer.state[self.flat].items()}
+        return self.flat.numpy().copy(), optimizer, self.slots.copy()
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+class GradientLink:
+    """A Ray worker's stand-in for the shared optimizer. ``Learner`` hands it each gradient as the ``.grad``
+    of the local flat weights and calls ``step()``; the link sums them until the worker sends their mean."""
+
+    def __init__(self, flat: torch.Tensor, lr: float, sync_every: int):
+        self.param_groups = [{"params": [flat], "lr": lr}]
+        self.flat = flat
+        self.sync_every = sync_every
+        self.total = torch.zeros_like(flat)
+        self.count = 0
+
+    def step(self) -> None:
+        self.total += self.flat.grad
+        self.count += 1
+
+    def due(self) -> bool:
+        return self.count >= self.sync_every
+
+    def take(self) -> np.ndarray | None:
+        """The mean of the gradients since the last take (None if there were none); starts a new sum."""
+        mean = None if self.count == 0 else (self.total / self.count).numpy()  # a new tensor: safe to zero
+        self.total.zero_()
+        self.count = 0
+        return mean
+
+    def load(self, weights: np.ndarray) -> None:
+        with torch.no_grad():
+            self.flat.copy_(writable_tensor(weights))
+
+
+@ray.remote(num_cpus=1)
+class RayWorker:
+    """One A3C worker: the local backend's Learner; gradients to the server, weights back."""
+
+    def __init__(
+        self,
+        worker: int,
+        config: dict[str, Any],
+        spaces: Spaces,
+        server: Any,
+        seed: int,
+        resume_index: int,
+        start_time: float,
+    ):
+        from a3c.core.seeding import child_seed
+
+        torch.set_num_threads(1)
+        self.cfg = cfg = Config.from_dict(config)
+        self.worker, self.server, self.start_time = worker, server, start_time
+        # The server may still be starting; later, a server that stays silent fails the run at the driver
+        # first (after hang_timeout), so the worker's own waits are bounded more loosely.
+        self.timeout = 2 * max(cfg.hang_timeout, STARTUP_TIMEOUT_S)
+        restart = ray.get(server.register.remote(worker), timeout=self.timeout)
+        weights, self.global_step, self.updates_seen = ray.get(server.snapshot.remote(), timeout=self.timeout)
+        model = build_model(cfg, spaces)
+        self.link = GradientLink(flatten_parameters(model), cfg.lr, cfg.sync_every)
+        self.link.load(weights)
+        self.learner = Learner(
+            cfg, model, self.link, child_seed(seed, worker, restart, resume_index), lambda: self.updates_seen
+        )
+        self.window = MetricsWindow(worker)
+
+    def run(self) -> str:
+        """Update until the server says stop; returns "stopped"."""
+        steps = updates = skipped = 0
+        records: list[EpisodeRecord | MetricsRecord] = []
+        last_sync = time.monotonic()
+        while True:
+            result = self.learner.update()
+            finite = bool(np.isfinite(result.grad_norm))
+            steps, updates, skipped = steps + result.steps, updates + 1, skipped + (not finite)
+            self.window.add(result)
+            wall = round(time.time() - self.start_time, 3)
+            step = self.global_step + steps
+            records += [
+                EpisodeRecord(wall, step, self.worker, e.episode_return, e.length) for e in result.episodes
+            ]
+            if self.window.due():
+                records.append(self.window.record(wall, step, self.cfg.lr))
+            if self.link.due() or time.monotonic() - last_sync >= SYNC_AT_LEAST_S:
+                reply = self.server.push.remote(
+                    self.worker, self.link.take(), steps, updates, skipped, records
+                )
+                weights, self.global_step, updates_now, stop = ray.get(
+                    reply, timeout=2 * self.cfg.hang_timeout
+                )
+                # Policy lag: the updates of other workers between this worker's weights and its gradient.
+                lag = max(updates_now - self.updates_seen - updates, 0)
+                self.window.lags[-updates:] = [lag] * min(updates, len(self.window.lags))
+                self.updates_seen = updates_now
+                self.link.load(weights)
+                steps = updates = skipped = 0
+                records, last_sync = [], time.monotonic()
+                if stop:
+                    return "stopped"
+
+
+@ray.remote(num_cpus=0, max_concurrency=2)  # two threads: ``beat`` and ``cancel`` answer during ``play``
+class EvalActor:
+    """Plays greedy episodes of given weights; says when they last advanced (its heartbeat) and stops them
+    early on request."""
+
+    def __init__(self, config: dict[str, Any], spaces: Spaces):
+        torch.set_num_threads(1)
+        self.cfg = Config.from_dict(config)
+        self.model = build_model(self.cfg, spaces)
+        self.flat = flatten_parameters(self.model)
+        self.envs: dict[int, Any] = {}
+        self.last_step: float | None = None  # time.monotonic() of the running play's last step (None: idle)
+        self.cancelled = 0  # the play id to cut short
+
+    def play(
+        self, weights: np.ndarray, episodes: int, seed: int, play_id: int
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """(returns [episodes], lengths [episodes], CPU seconds used); partial if ``cancel(play_id)``."""
+        self.last_step = time.monotonic()
+        try:
+            _injected_hang("evaluator")  # tests: the first evaluator actor hangs, its restart does not
+            cpu = time.process_time()
+            with torch.no_grad():
+                self.flat.copy_(writable_tensor(weights))
+            if episodes not in self.envs:
+                self.envs[episodes] = make_eval_vector_env(self.cfg.env_id, episodes)
+
+            def stepped() -> bool:  # called by play_greedy before every step
+                self.last_step = time.monotonic()
+                return self.cancelled == play_id
+
+            returns, lengths = play_greedy(self.model, self.envs[episodes], seed, stepped, self.cfg.squash)
+            return returns, lengths, time.process_time() - cpu
+        finally:
+            self.last_step = None
+
+    def beat(self) -> float | None:
+        """Seconds since the running play last stepped (None when none runs)."""
+        last = self.last_step
+        return None if last is None else time.monotonic() - last
+
+    def cancel(self, play_id: int) -> None:
+        self.cancelled = play_id
+
+
+STARTUP_TIMEOUT_S = 120.0  # an actor's first answer waits for Ray to start its process and import torch
+
+
+def wait_limit(hang_timeout: float, starting: bool) -> float:
+    """How long to wait for an actor: ``hang_timeout``, or at least STARTUP_TIMEOUT_S while it may still be
+    starting (before its first answer, or its loop's first seconds)."""
+    return max(hang_timeout, STARTUP_TIMEOUT_S) if starting else hang_timeout
+
+
+class ActorFailed(BackendFailed):
+    """An actor that hung or died beyond what a restart can mend: the run fails naming ``source``. (Not an
+    OSError, as Ray's GetTimeoutError is: the trainer treats an OSError at a checkpoint as a full disk.)"""

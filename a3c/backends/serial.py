@@ -1,0 +1,90 @@
+"""The serial backend: one Learner and the Evaluator take turns in this process (no child, no spawn).
+
+The same learner and evaluator code and the same files as the other backends: how the tests check the
+math without process noise, and how a user debugs (``a3c train --serial``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from a3c.algo.learner import Learner
+from a3c.algo.metrics import MetricsWindow
+from a3c.algo.optim import non_finite_counts
+from a3c.runtime.bundle import SharedState
+from a3c.runtime.evaluator import Evaluator
+from a3c.runtime.worker import run_learner
+
+
+class SerialBackend:
+    """Worker 0's learner and the evaluator in this process.
+
+    Args:
+        shared: the run's shared state (here simply the trainer's own objects).
+        seeds: (the learner's seed, the evaluator's seed).
+        best_mean: the best evaluation so far (a resumed run keeps its best.pt unless beaten).
+        interrupted: true once a signal arrived: cuts an evaluation short.
+    """
+
+    restarts = 0
+
+    def __init__(
+        self,
+        shared: SharedState,
+        seeds: tuple[int, int],
+        best_mean: float,
+        interrupted: Callable[[], bool],
+    ):
+        self.shared = shared
+        cfg, obs, rewards = shared.config, shared.obs_stats, shared.reward_stats
+        self.learner = Learner(
+            cfg,
+            shared.model,
+            shared.optimizer,
+            seeds[0],
+            lambda: shared.counters.total_updates,
+            None if obs is None else obs.writer(0),
+            None if rewards is None else rewards.writer(0),
+        )
+        self.window = MetricsWindow(0)
+        self.evaluator = Evaluator(shared, seeds[1], best_mean)
+        self.interrupted = interrupted
+        self.next_eval = time.monotonic() + cfg.eval_interval
+
+    def poll(self, timeout: float) -> list[Any]:
+        """One update (``timeout`` is not needed: an update is short), and an evaluation when one is due."""
+        s = self.shared
+        records: list[Any] = []
+        run_learner(0, self.learner, s, records.append, self.window, 1)
+        if time.monotonic() >= self.next_eval:
+            records += self._evaluate()
+            self.next_eval = time.monotonic() + s.config.eval_interval
+        return records
+
+    def _evaluate(self) -> list[Any]:
+        record = self.evaluator.evaluate(self.interrupted)
+        return [] if record is None else [record]
+
+    def non_finite_counts(self) -> dict[str, int]:
+        return non_finite_counts(self.shared.model)
+
+    def sync(self) -> None:
+        """The trainer's objects are the learner's: nothing to copy."""
+
+    def final_evaluation(self) -> list[Any]:
+        return self._evaluate()
+
+    def stop(self, cut_short: Callable[[], bool]) -> list[Any]:
+        """The last, partial metrics window; the learner's envs and the evaluator's files closed."""
+        s = self.shared
+        records: list[Any] = []
+        try:
+            if self.window.lags:
+                wall_time = round(time.time() - s.start_time, 3)
+                records.append(self.window.record(wall_time, s.counters.total_steps, s.config.lr))
+        finally:
+            self.learner.close()
+            self.evaluator.close()
+        return records

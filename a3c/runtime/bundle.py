@@ -1,0 +1,39 @@
+"""The one bundle every child gets: what the trainer shares with its workers and its evaluator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch import nn
+
+from a3c.algo.normalize import SharedObsStats
+from a3c.algo.optim import SharedOptimizer
+from a3c.core.config import Config
+from a3c.core.spaces import Spaces
+from a3c.runtime.shared import Counters, Heartbeats, StopSignal
+
+
+@dataclass(frozen=True)
+class SharedState:
+    """Created by the trainer before any child starts; the tensors and counters live in shared memory, so a
+    child's pickled copy writes the same memory (DESIGN "shared memory").
+
+    model: the global actor-critic (parameters are views into one flat shared buffer).
+    optimizer: the shared optimizer over that buffer (state created eagerly).
+    counters, stop, heartbeats: per-slot step/update counters, the stop signal, one heartbeat per child.
+    obs_stats, reward_stats: shared observation / return statistics (one slot per worker), or None.
+    config, spaces, run_dir, start_time: the run every child belongs to (wall_time counts from start_time).
+    """
+
+    config: Config
+    spaces: Spaces
+    run_dir: Path
+    start_time: float
+    model: nn.Module
+    optimizer: SharedOptimizer
+    counters: Counters
+    stop: StopSignal
+    heartbeats: Heartbeats
+    obs_stats: SharedObsStats | None = None
+    reward_stats: SharedObsStats | None = None
