@@ -63,6 +63,7 @@ class ConvActorCritic(nn.Module):
 
     @property
     def recurrent(self) -> bool:
+        """Whether the net carries an LSTM state between steps."""
         return self.lstm is not None
 
     def initial_state(self, batch: int) -> LstmState | None:

@@ -149,4 +149,5 @@ class Learner:
         )
 
     def close(self) -> None:
+        """Close this learner's envs."""
         self.collector.envs.close()

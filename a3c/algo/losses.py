@@ -18,12 +18,6 @@ def value_loss(values: torch.Tensor, returns: torch.Tensor) -> torch.Tensor:
     return F.mse_loss(values, returns.detach())
 
 
-def categorical_entropy(logits: torch.Tensor) -> torch.Tensor:
-    """Mean entropy of the categorical policies given by ``logits`` [N, A]."""
-    log_p = F.log_softmax(logits, dim=-1)
-    return -(log_p.exp() * log_p).sum(-1).mean()
-
-
 @dataclass(frozen=True)
 class LossTerms:
     """The total loss (a tensor with gradient from autograd, a float from ``MlpGradient``) and its parts as
@@ -34,22 +28,6 @@ class LossTerms:
     value: float
     entropy: float
     explained_variance: float
-
-
-def actor_critic_loss(
-    logits: torch.Tensor,
-    values: torch.Tensor,
-    actions: torch.Tensor,
-    advantages: torch.Tensor,
-    returns: torch.Tensor,
-    value_coef: float,
-    entropy_coef: float,
-) -> LossTerms:
-    """``a2c_loss`` of a categorical policy given by ``logits`` [N, A] and the taken ``actions`` [N] int64."""
-    log_p = F.log_softmax(logits, dim=-1)
-    log_probs = log_p.gather(1, actions.unsqueeze(1)).squeeze(1)
-    entropy = -(log_p.exp() * log_p).sum(-1)
-    return a2c_loss(log_probs, entropy, values, advantages, returns, value_coef, entropy_coef)
 
 
 def a2c_loss(

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from a3c.core.records import MetricsRecord
+
+if TYPE_CHECKING:
+    from a3c.algo.learner import UpdateResult
 
 METRICS_EVERY_S = 1.0
 
@@ -30,8 +34,8 @@ class MetricsWindow:
         self.values: dict[str, list[float]] = {k: [] for k in ("policy", "value", "entropy", "grad", "ev")}
         self.lags: list[int] = []
 
-    def add(self, result) -> None:
-        """Take one UpdateResult (a3c.algo.learner)."""
+    def add(self, result: UpdateResult) -> None:
+        """Take one update's result into the window."""
         self.steps += result.steps
         for key, value in (
             ("policy", result.policy_loss),
@@ -45,6 +49,7 @@ class MetricsWindow:
         self.lags.append(result.policy_lag)
 
     def due(self) -> bool:
+        """Whether the window has run ``every_s`` seconds (time for a ``record``)."""
         return time.monotonic() - self.started >= self.every_s
 
     def record(self, wall_time: float, global_step: int, learning_rate: float) -> MetricsRecord:

@@ -1,17 +1,18 @@
-"""Actor-critic MLP for flat observations: a policy output (categorical logits, or a Gaussian's mean and
-log σ; see ``a3c.algo.distributions``) and a state value."""
+"""Actor-critic MLP for flat observations, in torch: a policy output (categorical logits, or a Gaussian's
+mean and log σ; see ``a3c.algo.distributions``) and a state value. Its numpy twin, what workers act and
+(categorical) learn with, is ``a3c.algo.mlp``."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-import numpy as np
 import torch
 from torch import nn
 
 
 def _mlp(in_dim: int, hidden_sizes: Sequence[int]) -> tuple[nn.Sequential, int]:
+    """A tanh body [N, in_dim] → [N, width] (Linear + Tanh per hidden size) and its output width."""
     layers: list[nn.Module] = []
     for size in hidden_sizes:
         layers += [orthogonal_init(nn.Linear(in_dim, size), math.sqrt(2)), nn.Tanh()]
@@ -87,26 +88,3 @@ class ActorCritic(nn.Module):
         value_features = policy_features if self.shared_body else self.value_body(obs)
         out = with_log_std(self.policy_head(policy_features), self.log_std)
         return out, self.value_head(value_features).squeeze(-1)
-
-    def numpy_logits(self) -> Callable[[np.ndarray], np.ndarray]:
-        """A numpy twin of ``policy_logits``: [B, obs_dim] float32 → the policy output [B, P].
-
-        It reads numpy views of this model's parameters, so it sees every in-place change (a weight pull)
-        and must be made again only if the parameters are re-seated (``flatten_parameters``). For a batch of
-        1–16 observations it takes ~8 µs against ~60 µs for the torch modules (op and dispatch overhead).
-        """
-        linears = [m for m in self.policy_body if isinstance(m, nn.Linear)] + [self.policy_head]
-        weights = [(m.weight.detach().numpy().T, m.bias.detach().numpy()) for m in linears]
-        hidden, (w_out, b_out) = weights[:-1], weights[-1]
-        log_std = None if self.log_std is None else self.log_std.detach().numpy()
-
-        def logits(obs: np.ndarray) -> np.ndarray:
-            x = obs
-            for w, b in hidden:
-                x = np.tanh(np.dot(x, w) + b)  # np.dot: half the call overhead of @ on tiny arrays
-            out = np.dot(x, w_out) + b_out
-            if log_std is not None:
-                out = np.concatenate([out, np.broadcast_to(log_std, out.shape)], axis=-1)
-            return out
-
-        return logits

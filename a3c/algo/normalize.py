@@ -201,7 +201,9 @@ class RewardScaler:
     ``flush()`` at each segment's end merges this worker's returns and takes the newest of all workers.
     """
 
-    def __init__(self, num_envs: int, gamma: float, stats: ObsNormalizer, clip: float = 10.0, epsilon=1e-8):
+    def __init__(
+        self, num_envs: int, gamma: float, stats: ObsNormalizer, clip: float = 10.0, epsilon: float = 1e-8
+    ):
         self.gamma, self.clip, self.epsilon = gamma, clip, epsilon
         self.ret = np.zeros(num_envs, dtype=np.float64)  # [num_envs] discounted return so far, per env
         self.stats = stats

@@ -1,7 +1,7 @@
 """The acting side of a model: observations [B, ...] → policy outputs [B, P] as numpy, with no gradient.
 
-An MLP acts through its numpy twin (``ActorCritic.numpy_logits``, ~8 µs a step); other models (conv nets,
-LSTMs) through torch, and a recurrent one carries its per-env state between calls.
+An MLP acts through its numpy twin (``a3c.algo.mlp.NumpyMlp.policy_output``, ~8 µs a step); other models
+(conv nets, LSTMs) through torch, and a recurrent one carries its per-env state between calls.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from a3c.algo.mlp import NumpyMlp
 from a3c.algo.model import ActorCritic
 
 
@@ -30,10 +31,12 @@ class TorchPolicy:
 
     @torch.no_grad()
     def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Observations [B, ...] → policy outputs [B, P]; a recurrent model's state advances one step."""
         out, _, self._state = self.model.step(torch.from_numpy(obs), self._state)
         return out.numpy()
 
-    def state(self):
+    def state(self) -> tuple[torch.Tensor, ...] | None:
+        """A copy of the recurrent state ([B, H] tensors) before the next call; None when feed-forward."""
         return None if self._state is None else tuple(x.clone() for x in self._state)
 
     def reset(self, ended: np.ndarray | None = None) -> None:
@@ -50,5 +53,5 @@ class TorchPolicy:
 def make_policy(model: nn.Module, num_envs: int) -> Callable[[np.ndarray], np.ndarray]:
     """The fastest way ``model`` acts for ``num_envs`` envs at once (see the module docstring)."""
     if isinstance(model, ActorCritic):
-        return model.numpy_logits()
+        return NumpyMlp(model).policy_output
     return TorchPolicy(model, num_envs)

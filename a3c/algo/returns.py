@@ -1,4 +1,4 @@
-"""Advantage estimation for one rollout segment: GAE(λ) and n-step bootstrapped returns.
+"""Advantage estimation for one rollout segment: GAE(λ) (λ = 1: the A3C paper's n-step bootstrapped returns).
 
 Pure numpy math (a loop over T of torch ops cost ~25 µs per step; numpy's ~2 µs). ``terminated`` and
 ``truncated`` stay separate (DESIGN invariant 4): a true terminal has no future value; a time-limit cut
@@ -46,34 +46,3 @@ def gae(
         running = deltas[t] + decay * carries[t] * running
         advantages[t] = running
     return advantages, advantages + values
-
-
-def n_step_returns(
-    rewards: np.ndarray,
-    bootstrap_value: np.ndarray,
-    terminated: np.ndarray,
-    truncated: np.ndarray,
-    final_values: np.ndarray,
-    gamma: float,
-) -> np.ndarray:
-    """Bootstrapped discounted returns of the A3C paper: R_t = r_t + γ R_{t+1}, R_T = V(s_T).
-
-    Args:
-        rewards: [T, B].
-        bootstrap_value: [B] V of the observation after the last step.
-        terminated: [T, B] bool; R_t = r_t there.
-        truncated: [T, B] bool; R_t = r_t + γ V(final observation) there.
-        final_values: [T, B] V(final observation), read only where ``truncated``.
-        gamma: discount in (0, 1].
-
-    Returns:
-        [T, B] returns, equal to ``gae(..., gae_lambda=1)[1]`` for consistent inputs.
-    """
-    returns = np.empty_like(rewards)
-    running = bootstrap_value.astype(rewards.dtype)
-    for t in range(rewards.shape[0] - 1, -1, -1):
-        running = np.where(truncated[t], final_values[t], running)
-        running = np.where(terminated[t], 0.0, running)
-        running = rewards[t] + gamma * running
-        returns[t] = running
-    return returns

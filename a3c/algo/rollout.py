@@ -1,62 +1,17 @@
-"""Collect one rollout segment of t_max steps from K envs, with no gradient, into preallocated buffers."""
+"""Collect one rollout segment of t_max steps from K envs, with no gradient, into preallocated buffers
+(``a3c.algo.segment.Segment``), and the episodes that ended in it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import gymnasium as gym
 import numpy as np
 
 from a3c.algo.distributions import ActionDist
-
-
-@dataclass
-class Segment:
-    """One segment of T steps in B envs. Buffers are allocated once and overwritten by every collection.
-
-    obs [T, B, *obs_shape] (observation the action was taken in; normalised when the run normalises);
-    actions [T, B] int64 (Discrete) or [T, B, A] float32 (Box: the Gaussian sample ``u``, before clipping or
-    squashing); rewards [T, B] float32 (scaled when the run scales rewards); terminated, truncated [T, B]
-    bool; final_obs [T, B, *obs_shape], the real last observation of an episode (valid only where
-    ``truncated``); next_obs [B, *obs_shape], the observation after the last step; init_state: a recurrent
-    policy's state before step 0 (None for a feed-forward one).
-    """
-
-    obs: np.ndarray
-    actions: np.ndarray
-    rewards: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    final_obs: np.ndarray
-    next_obs: np.ndarray
-    init_state: Any = None
-
-    @classmethod
-    def allocate(
-        cls,
-        t_max: int,
-        num_envs: int,
-        obs_shape: int | tuple[int, ...],
-        action_dims: int = 0,
-        obs_dtype: Any = np.float32,
-    ) -> Segment:
-        """Buffers for T=t_max, B=num_envs; ``action_dims`` > 0: Box actions of that many dimensions."""
-        shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
-        if action_dims:
-            actions = np.zeros((t_max, num_envs, action_dims), np.float32)
-        else:
-            actions = np.zeros((t_max, num_envs), np.int64)
-        return cls(
-            obs=np.zeros((t_max, num_envs, *shape), obs_dtype),
-            actions=actions,
-            rewards=np.zeros((t_max, num_envs), np.float32),
-            terminated=np.zeros((t_max, num_envs), bool),
-            truncated=np.zeros((t_max, num_envs), bool),
-            final_obs=np.zeros((t_max, num_envs, *shape), obs_dtype),
-            next_obs=np.zeros((num_envs, *shape), obs_dtype),
-        )
+from a3c.algo.segment import Segment
 
 
 @dataclass(frozen=True)
@@ -71,16 +26,24 @@ class Episode:
 class ObsNormalizer(Protocol):
     """What the collector needs of an observation normaliser (``a3c.algo.normalize``)."""
 
-    def observe(self, obs: np.ndarray) -> None: ...
-    def __call__(self, obs: np.ndarray) -> np.ndarray: ...
-    def flush(self) -> None: ...
+    def observe(self, obs: np.ndarray) -> None:
+        """Take raw observations [B, ...] into the statistics."""
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Raw observations [B, ...] → normalised ones [B, ...] float32."""
+
+    def flush(self) -> None:
+        """At a segment's end: hand the observed statistics on and take the newest shared ones."""
 
 
 class RewardScale(Protocol):
     """What the collector needs of a reward scaler (``a3c.algo.normalize.RewardScaler``)."""
 
-    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray: ...
-    def flush(self) -> None: ...
+    def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
+        """Rewards [B] and episode ends [B] bool → the rewards the learner sees [B] float32."""
+
+    def flush(self) -> None:
+        """At a segment's end: hand the return statistics on and take the newest shared ones."""
 
 
 def action_dist(space: gym.Space, squash: str = "clip") -> ActionDist:
@@ -146,6 +109,22 @@ class RolloutCollector:
         self.normalizer.observe(raw)
         return self.normalizer(raw)
 
+    def _end_episodes(
+        self, t: int, done: np.ndarray, truncated: np.ndarray, info: dict, finished: list[Episode]
+    ) -> None:
+        """Step ``t`` ended the episodes where ``done`` [B]: store the final observations of the truncated
+        ones (``truncated`` [B], from ``info``) in the segment, log the episodes into ``finished`` (unless
+        the env reports its own) and restart their returns and lengths."""
+        seg = self.segment
+        for i in np.flatnonzero(done):
+            if truncated[i]:
+                final = info["final_obs"][i : i + 1]
+                seg.final_obs[t, i] = final[0] if self.normalizer is None else self.normalizer(final)[0]
+            if not self.env_episodes:
+                finished.append(Episode(int(i), float(self.episode_returns[i]), int(self.episode_lengths[i])))
+        self.episode_returns[done] = 0.0
+        self.episode_lengths[done] = 0
+
     def collect(self, policy: Callable[[np.ndarray], np.ndarray]) -> tuple[Segment, list[Episode]]:
         """Fill ``self.segment`` with t_max steps of every env; return it and the episodes that ended.
 
@@ -177,18 +156,7 @@ class RolloutCollector:
                 for i in np.flatnonzero(info["_episode"]):
                     finished.append(Episode(int(i), float(games["r"][i]), int(games["l"][i])))
             if done.any():
-                for i in np.flatnonzero(done):
-                    if truncated[i]:
-                        final = info["final_obs"][i : i + 1]
-                        seg.final_obs[t, i] = (
-                            final[0] if self.normalizer is None else self.normalizer(final)[0]
-                        )
-                    if not self.env_episodes:
-                        finished.append(
-                            Episode(int(i), float(self.episode_returns[i]), int(self.episode_lengths[i]))
-                        )
-                self.episode_returns[done] = 0.0
-                self.episode_lengths[done] = 0
+                self._end_episodes(t, done, truncated, info, finished)
                 if recurrent:
                     policy.reset(done)
             if self.normalizer is None:

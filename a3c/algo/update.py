@@ -1,44 +1,17 @@
-"""One A3C update: the loss of a segment on the local model, its gradient handed to the shared model,
-and the shared optimizer's step. Also the weight pull from shared to local."""
+"""One A3C update's torch side: the loss of a segment on the local model by autograd (any model; the
+categorical MLP may take the numpy closed form of ``a3c.algo.mlp_grad`` instead), the gradient into the
+flat buffer, its hand-off to the shared model before the shared optimizer's step, and the weight pull from
+shared to local."""
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
 from a3c.algo.distributions import ActionDist
 from a3c.algo.flat import clip_flat_grad
 from a3c.algo.losses import LossTerms, a2c_loss
-from a3c.algo.returns import gae
-from a3c.algo.rollout import Segment
-
-
-def segment_batch(seg: Segment) -> np.ndarray:
-    """Every observation the update of ``seg`` needs, as one batch [T*B + B + M, ...]: the T×B
-    observations, the B observations after the last step (bootstrap values) and the M final observations
-    of truncated steps (their bootstrap values, DESIGN invariant 4), in that order."""
-    steps, num_envs = seg.obs.shape[:2]
-    trunc_t, trunc_b = seg.truncated.nonzero()
-    return np.concatenate(
-        [seg.obs.reshape(steps * num_envs, *seg.obs.shape[2:]), seg.next_obs, seg.final_obs[trunc_t, trunc_b]]
-    )
-
-
-def segment_targets(
-    seg: Segment, batch_values: np.ndarray, gamma: float, gae_lambda: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """(advantages, returns), each [T, B], from the values [T*B + B + M] of ``segment_batch(seg)``."""
-    steps, num_envs = seg.rewards.shape
-    n = steps * num_envs
-    values = batch_values[:n].reshape(steps, num_envs)
-    next_values = np.empty_like(values)
-    next_values[:-1] = values[1:]
-    next_values[-1] = batch_values[n : n + num_envs]
-    trunc_t, trunc_b = seg.truncated.nonzero()
-    if len(trunc_t):
-        next_values[trunc_t, trunc_b] = batch_values[n + num_envs :]
-    return gae(seg.rewards, values, next_values, seg.terminated, seg.truncated, gamma, gae_lambda)
+from a3c.algo.segment import Segment, segment_batch, segment_targets
 
 
 def segment_loss(

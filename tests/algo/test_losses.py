@@ -1,4 +1,5 @@
-"""The actor-critic loss terms against torch.distributions."""
+"""The actor-critic loss terms (``a2c_loss`` through the categorical reference ``actor_critic_loss``) against
+torch.distributions."""
 
 from __future__ import annotations
 
@@ -8,12 +9,8 @@ import pytest
 import torch
 from torch.distributions import Categorical
 
-from a3c.algo.losses import (
-    actor_critic_loss,
-    categorical_entropy,
-    policy_gradient_loss,
-    value_loss,
-)
+from a3c.algo.losses import policy_gradient_loss, value_loss
+from tests.algo.reference import actor_critic_loss, categorical_entropy
 
 
 def random_batch(n=9, a=4, seed=0, scale=3.0):

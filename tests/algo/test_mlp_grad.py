@@ -7,7 +7,7 @@ import torch
 from a3c.algo.flat import attach_flat_grad, flatten_parameters
 from a3c.algo.mlp_grad import MlpGradient
 from a3c.algo.model import ActorCritic
-from a3c.algo.rollout import Segment
+from a3c.algo.segment import Segment
 from a3c.algo.update import compute_gradients, segment_loss
 
 

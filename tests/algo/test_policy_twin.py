@@ -1,4 +1,4 @@
-"""The numpy twin of the MLP policy (``ActorCritic.numpy_logits``, what every worker acts with) against the
+"""The numpy twin of the MLP policy (``NumpyMlp.policy_output``, what every worker acts with) against the
 torch ``forward`` the loss differentiates: both heads, both bodies, random weights and inputs."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from a3c.algo.mlp import NumpyMlp
 from a3c.algo.model import ActorCritic
 from a3c.algo.policy import make_policy
 
@@ -52,7 +53,7 @@ def torch_out(model: ActorCritic, obs: np.ndarray) -> np.ndarray:
 def test_numpy_twin_equals_the_torch_forward(head, shared_body, hidden_sizes):
     for seed in range(3):
         model = make(head, shared_body, hidden_sizes, seed)
-        twin = model.numpy_logits()
+        twin = NumpyMlp(model).policy_output
         for batch in (1, 4, 16):
             obs = observations(batch, seed * 100 + batch)
             expected = torch_out(model, obs)
@@ -66,7 +67,7 @@ def test_numpy_twin_sees_in_place_weight_changes(head):
     """A worker makes its twin once and then pulls shared weights into the model in place: the twin must act
     with the pulled weights, not the ones it was made from."""
     model = make(head, shared_body=False)
-    twin = model.numpy_logits()
+    twin = NumpyMlp(model).policy_output
     randomized(model, seed=99)  # the pull: new values, same tensors
     obs = observations(8, 1)
     np.testing.assert_allclose(twin(obs), torch_out(model, obs), rtol=1e-5, atol=1e-6)
@@ -83,7 +84,7 @@ def test_make_policy_acts_with_the_twin_for_an_mlp(head):
 def test_the_twin_does_not_read_the_value_body():
     """With separate bodies, changing only the value side leaves the policy output (torch and twin) alone."""
     model = make("gaussian-learned", shared_body=False)
-    twin = model.numpy_logits()
+    twin = NumpyMlp(model).policy_output
     obs = observations(6, 3)
     before = twin(obs).copy()
     with torch.no_grad():

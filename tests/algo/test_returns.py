@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-import a3c.algo.update
-from a3c.algo.returns import gae, n_step_returns
-from a3c.algo.rollout import Segment
+import a3c.algo.segment
+from a3c.algo.returns import gae
+from a3c.algo.segment import Segment
 from a3c.algo.update import segment_loss
+from tests.algo.reference import n_step_returns, reference_gae
 
 
 def t(values, dtype=np.float64):
@@ -155,25 +156,6 @@ def random_segment(shape, seed, p_end=0.2):
     return rewards, values, next_values, bootstrap, final_values, terminated, truncated
 
 
-def reference_gae(rewards, values, next_values, terminated, truncated, gamma, lam):
-    """Forward sum A_t = Σ_k (γλ)^(k-t) δ_k up to and including the step that ends the episode."""
-    steps, envs = rewards.shape
-    r, v, nv = rewards.tolist(), values.tolist(), next_values.tolist()
-    term, trunc = terminated.tolist(), truncated.tolist()
-    adv = [[0.0] * envs for _ in range(steps)]
-    for b in range(envs):
-        for s in range(steps):
-            total, coef = 0.0, 1.0
-            for k in range(s, steps):
-                future = 0.0 if term[k][b] else nv[k][b]
-                total += coef * (r[k][b] + gamma * future - v[k][b])
-                if term[k][b] or trunc[k][b]:
-                    break
-                coef *= gamma * lam
-            adv[s][b] = total
-    return np.array(adv)
-
-
 def test_random_segments_have_episode_ends():
     # Guard: the random masks below really contain both kinds of ends (otherwise the tests prove little).
     *_, terminated, truncated = random_segment((64, 8), seed=0)
@@ -244,7 +226,7 @@ def test_float32_inputs_keep_dtype_and_shape():
     assert nsr.dtype == np.float32 and nsr.shape == (7, 3)
 
 
-# -- segment_loss feeds gae the right next values ------------------------------------------------------------
+# -- segment_loss (through segment_targets) feeds gae the right next values ---------------------------------
 
 
 class _ValueIsFirstCoordinate(torch.nn.Module):
@@ -273,7 +255,7 @@ def test_segment_loss_bootstraps_truncated_step_from_final_obs(monkeypatch):
     seg.next_obs[:, 0] = np.array([0.4, 2.0], np.float32)
 
     captured = {}
-    real_gae = a3c.algo.update.gae
+    real_gae = a3c.algo.segment.gae
 
     def spy(rewards, values, next_values, terminated, truncated, gamma, gae_lambda):
         captured.update(
@@ -284,7 +266,7 @@ def test_segment_loss_bootstraps_truncated_step_from_final_obs(monkeypatch):
         )
         return real_gae(rewards, values, next_values, terminated, truncated, gamma, gae_lambda)
 
-    monkeypatch.setattr(a3c.algo.update, "gae", spy)
+    monkeypatch.setattr(a3c.algo.segment, "gae", spy)
     terms = segment_loss(
         _ValueIsFirstCoordinate(), seg, gamma=0.9, gae_lambda=1.0, value_coef=0.5, entropy_coef=0.0
     )
