@@ -188,7 +188,8 @@ def bench(seeds: int, seconds: float, out: Path, repeats: int) -> None:
         raise BadInput(f"--seconds: {seconds} is not allowed; expected a number > 0")
     if repeats < 1:
         raise BadInput(f"--repeats: {repeats} is not allowed; expected an integer >= 1")
-    from a3c.bench.harness import BenchPlan, run_bench
+    from a3c.bench.harness import run_bench
+    from a3c.bench.plan import BenchPlan
 
     results = run_bench(BenchPlan(seeds=seeds, seconds=seconds, repeats=repeats), out)
     click.echo(results["markdown"])

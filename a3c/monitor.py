@@ -94,6 +94,7 @@ class RunMonitor:
             self.errors.append(record)
 
     def refresh(self) -> None:
+        """Show the current totals: steps, episodes, last and best eval, the workers' mean policy lag."""
         last = None if self.last_eval is None else self.last_eval.mean_return
         lag = sum(self.lag_by_worker.values()) / len(self.lag_by_worker) if self.lag_by_worker else None
         elapsed = time.time() - self.start_time
@@ -108,6 +109,7 @@ class RunMonitor:
         )
 
     def summary(self, exit_reason: str, restarts: int) -> dict[str, Any]:
+        """summary.json's contents: solve time and steps, totals, throughput, evaluator CPU, exit reason."""
         wall_s = time.time() - self.start_time
         total = self.counters.total_steps
         # In serial mode the evaluator shares this process, so its CPU time cannot be told apart.
@@ -135,6 +137,7 @@ class RunMonitor:
         }
 
     def close(self) -> None:
+        """Close the progress display, the CSV logs and TensorBoard."""
         self.progress.close()
         self.episodes_log.close()
         self.metrics_log.close()

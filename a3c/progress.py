@@ -80,4 +80,5 @@ class Progress:
             )
 
     def close(self) -> None:
+        """Close the bar (a disabled one, when not live, shows nothing)."""
         self.bar.close()

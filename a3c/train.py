@@ -245,25 +245,6 @@ class Trainer:
                 )
             )
 
-    def _snapshot(self) -> dict[str, Any]:
-        """The shared state as one instant (DESIGN invariant 10): weights, optimizer moments and steps,
-        counters and statistics, each copied once and back to back, before anything slow (a save) runs.
-        The workers keep writing meanwhile; a checkpoint must not pair these weights with later moments."""
-        with torch.no_grad():
-            model_state = {k: v.clone() for k, v in self.model.state_dict().items()}
-            optimizer_state = self.optimizer.state_dict()
-            optimizer_state["state"] = {
-                i: {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in s.items()}
-                for i, s in optimizer_state["state"].items()
-            }
-        return {
-            "model_state": model_state,
-            "optimizer_state": optimizer_state,
-            **self.counters.snapshot(),
-            **({} if self.obs_stats is None else {"obs_norm": self.obs_stats.state_dict()}),
-            **({} if self.reward_stats is None else {"reward_stats": self.reward_stats.state_dict()}),
-        }
-
     def _save_last(self) -> None:
         """Write checkpoints/last.pt (and its step-*.pt history) from one snapshot of the shared state."""
         self.last_checkpoint = time.monotonic()
@@ -272,7 +253,7 @@ class Trainer:
         payload = checkpoints.checkpoint_payload(
             self.config,
             self.info.spaces,
-            **self._snapshot(),
+            **self.shared.snapshot(),
             **self.monitor.checkpoint_fields(),
             wall_time=time.time() - self.start_time,
             resumes=self.resume_index,
@@ -293,19 +274,9 @@ class Trainer:
 
     def _finish(self) -> int:
         self._check_finite()
-        reason = self.stop.reason
+        exit_code, exit_reason = exit_status(self.stop.reason, self.monitor.errors, self.signal_received)
         if self.monitor.errors:
-            reason = StopReason.FAILED
-        elif self.signal_received is not None:
-            reason = StopReason.INTERRUPTED
-        if reason == StopReason.INTERRUPTED:
-            signum = self.signal_received or signal.SIGINT
-            exit_code, exit_reason = 128 + signum, signal.Signals(signum).name
-        else:
-            exit_code, exit_reason = EXIT_CODES[reason], reason.name.lower()
-        if reason == StopReason.FAILED:
             first = self.monitor.errors[0]
-            exit_reason = f"failed: {first.source}"
             print(f"error: {first.source} failed:\n{first.traceback.rstrip()}", file=sys.stderr)
         if self.params_finite:
             try:
@@ -319,3 +290,18 @@ class Trainer:
         self.monitor.close()
         print(format_summary(summary, self.run_dir), flush=True)
         return exit_code
+
+
+def exit_status(reason: StopReason, errors: list[ErrorRecord], signum: int | None) -> tuple[int, str]:
+    """(exit code, summary's exit_reason) of a run that stopped for ``reason``: any error makes it a failure
+    (exit 1, "failed: <source>"), a signal an interruption (128 + signal, its name)."""
+    if errors:
+        reason = StopReason.FAILED
+    elif signum is not None:
+        reason = StopReason.INTERRUPTED
+    if reason == StopReason.INTERRUPTED:
+        signum = signum or signal.SIGINT
+        return 128 + signum, signal.Signals(signum).name
+    if reason == StopReason.FAILED:
+        return EXIT_CODES[reason], f"failed: {errors[0].source}" if errors else "failed"
+    return EXIT_CODES[reason], reason.name.lower()

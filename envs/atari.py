@@ -82,11 +82,14 @@ class FireOnLifeLoss(gym.Wrapper):
     this, its greedy evaluation would wait after the first lost life until ALE's frame limit)."""
 
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset the inner env and note its lives."""
         obs, info = self.env.reset(**kwargs)
         self.lives = self.env.unwrapped.ale.lives()
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Step the inner env; after a lost life that did not end the episode, also step FIRE and add its
+        reward."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         lives = self.env.unwrapped.ale.lives()
         if lives < self.lives and not (terminated or truncated):

@@ -29,10 +29,12 @@ class EnvInfo:
 
     @property
     def obs_dim(self) -> int:
+        """The number of values in one observation (``spaces.obs_dim``)."""
         return self.spaces.obs_dim
 
     @property
     def n_actions(self) -> int:
+        """Discrete: the number of actions; Box: the number of action dimensions (``spaces.n_actions``)."""
         return self.spaces.n_actions
 
 

@@ -59,11 +59,13 @@ class SerialVectorEnv(gym.vector.VectorEnv):
         self._truncated = np.zeros(self.num_envs, bool)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        """Reset every env (env i seeded with ``seed + i``); return (obs [K, ...], an empty info)."""
         for i, env in enumerate(self.envs):
             self._obs[i], _ = env.reset(seed=None if seed is None else seed + i, options=options)
         return self._obs, {}
 
     def step(self, actions: np.ndarray):
+        """Step env i with ``actions[i]`` ([K, ...]), resetting in the same step any env that ends."""
         ended = None
         games = None
         per_env = actions.tolist() if self._discrete else actions
@@ -91,5 +93,6 @@ class SerialVectorEnv(gym.vector.VectorEnv):
         return self._obs, self._rewards, self._terminated, self._truncated, info
 
     def close_extras(self, **kwargs: Any) -> None:
+        """Close every env (``VectorEnv.close`` calls this once)."""
         for env in self.envs:
             env.close()

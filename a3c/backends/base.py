@@ -21,6 +21,7 @@ class BackendFailed(RuntimeError):
         self.source = source
 
     def record(self) -> ErrorRecord:
+        """This failure as the run's ErrorRecord (source and message)."""
         return ErrorRecord(self.source, str(self))
 
 

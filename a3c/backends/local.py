@@ -74,6 +74,7 @@ class LocalBackend:
 
     @property
     def restarts(self) -> int:
+        """Child restarts so far, counted by the Supervisor."""
         return self.supervisor.restarts
 
     def _take(self) -> list[Any]:
@@ -90,6 +91,7 @@ class LocalBackend:
         return records
 
     def non_finite_counts(self) -> dict[str, int]:
+        """NaN/inf counts of the shared model's parameters, read from a copy."""
         return non_finite_counts(self.shared.model)
 
     def sync(self) -> None:

@@ -68,12 +68,14 @@ class SerialBackend:
         return [] if record is None else [record]
 
     def non_finite_counts(self) -> dict[str, int]:
+        """NaN/inf counts of the trainer's model's parameters, read from a copy."""
         return non_finite_counts(self.shared.model)
 
     def sync(self) -> None:
         """The trainer's objects are the learner's: nothing to copy."""
 
     def final_evaluation(self) -> list[Any]:
+        """One evaluation played here; empty when ``interrupted()`` cut it short."""
         return self._evaluate()
 
     def stop(self, cut_short: Callable[[], bool]) -> list[Any]:

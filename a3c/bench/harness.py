@@ -20,28 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ENV_ID = "CartPole-v1"
-TARGET = 475.0
-WARMUP_S = 2.0
-RAY_START_S = 15.0  # a Ray run's budget also covers starting Ray (its metrics begin after that)
-CLASSIC_T_MAX = (
-    20  # the classic A3C setting of the popular repositories: one env per worker, 20-step rollouts
-)
-
-
-@dataclass(frozen=True)
-class BenchPlan:
-    """What one bench run measures."""
-
-    seeds: int = 5
-    seconds: float = 20.0  # per throughput run, after the warm-up
-    repeats: int = 2  # runs of each throughput setting (their mean is reported)
-    reeval_episodes: int = 100
-    breakdown_seconds: float = 5.0
+from a3c.bench.plan import CLASSIC_T_MAX, ENV_ID, RAY_START_S, TARGET, WARMUP_S, BenchPlan
+from a3c.bench.report import fmt, markdown, summarize
 
 
 def _python(*args: str, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -142,6 +125,7 @@ def ours_throughput(
 
 
 def peer_throughput(envs: int, seconds: float) -> dict[str, Any]:
+    """Env steps/s of SB3 A2C with ``envs`` envs (``a3c.bench.sb3_peer throughput``), after the warm-up."""
     proc = _python(
         "-m", "a3c.bench.sb3_peer", "throughput", "--envs", str(envs), "--seconds", str(seconds),
         "--warmup", str(WARMUP_S), timeout=seconds + 120,
@@ -164,12 +148,6 @@ def breakdown(seconds: float) -> dict[str, Any]:
 # -- the whole bench -----------------------------------------------------------------------------------------
 
 
-def _stats(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"median": None, "min": None, "max": None}
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def run_bench(
     plan: BenchPlan, out_dir: Path, log=lambda msg: print(msg, file=sys.stderr, flush=True)
 ) -> dict[str, Any]:
@@ -190,9 +168,9 @@ def run_bench(
         ours, peer = [], []
         for seed in range(plan.seeds):
             ours.append(ours_solve(seed, work, plan.reeval_episodes))
-            log(f"solve seed {seed}: ours {_fmt(ours[-1]['time_to_solve_s'])} s")
+            log(f"solve seed {seed}: ours {fmt(ours[-1]['time_to_solve_s'])} s")
             peer.append(peer_solve(seed, work, plan.reeval_episodes))
-            log(f"solve seed {seed}: sb3  {_fmt(peer[-1]['time_to_solve_s'])} s")
+            log(f"solve seed {seed}: sb3  {fmt(peer[-1]['time_to_solve_s'])} s")
         results["solve"] = {"ours": ours, "sb3": peer}
 
         # Alternating: each of ours next to a peer run where there is one; every setting ``repeats`` times
@@ -245,100 +223,3 @@ def _ray_installed() -> bool:
     except ImportError:
         return False
     return True
-
-
-def summarize(results: dict[str, Any]) -> dict[str, Any]:
-    """The headline numbers and the issue's targets, each with whether it holds."""
-    ours, peer = results["solve"]["ours"], results["solve"]["sb3"]
-    tput = results["throughput"]
-    ours_t = _stats([r["time_to_solve_s"] for r in ours if r["solved"]])
-    peer_t = _stats([r["time_to_solve_s"] for r in peer if r["solved"]])
-    ratio = ours_t["median"] / peer_t["median"] if ours_t["median"] and peer_t["median"] else None
-    vs_peer = tput["ours_2x16"]["steps_per_s"] / tput["sb3_32"]["steps_per_s"]
-    scaling = {
-        f"{k}": tput[f"ours_2x{k}"]["steps_per_s"] / (2 * tput[f"ours_1x{k}"]["steps_per_s"])
-        for k in (1, 8, 16)
-    }
-    reeval = [r["reeval_mean"] for r in ours]
-    checks = {
-        "time-to-solve median ratio ours/SB3 <= 0.5": ratio is not None and ratio <= 0.5,
-        "ours solved every seed": all(r["solved"] for r in ours),
-        "every best policy's 100-episode mean >= 475": all(m >= TARGET for m in reeval),
-        "2 workers x 16 envs >= 2.5 x SB3 with 32 envs": vs_peer >= 2.5,
-        "classic 2 workers x 1 env >= 12,000 steps/s": tput["ours_2x1"]["steps_per_s"] >= 12_000,
-        "scaling efficiency 1 -> 2 workers >= 0.85 at every throughput setting": min(scaling.values())
-        >= 0.85,
-    }
-    return {
-        "ours_time_to_solve": ours_t,
-        "sb3_time_to_solve": peer_t,
-        "ratio_ours_over_sb3": ratio,
-        "throughput_2x16_over_sb3_32": vs_peer,
-        "scaling_efficiency": scaling,
-        "checks": checks,
-    }
-
-
-def _fmt(value: float | None, digits: int = 1) -> str:
-    return "—" if value is None else f"{value:,.{digits}f}"
-
-
-def markdown(results: dict[str, Any]) -> str:
-    s, tput, parts = results["summary"], results["throughput"], results["breakdown"]
-    lines = [
-        f"### Time to solve {ENV_ID} (10-episode greedy mean >= {TARGET:g}), from the command's start",
-        "",
-    ]
-    lines += [
-        "| | median s | min s | max s | solved | median steps | best policy, 100 fresh episodes (min) |"
-    ]
-    lines += ["|---|---|---|---|---|---|---|"]
-    for name, key, label in (("ours", "ours", "a3c train (default preset)"), ("sb3", "sb3", "SB3 A2C (zoo)")):
-        runs = results["solve"][key]
-        t = s[f"{name}_time_to_solve"]
-        steps = statistics.median([r["steps"] for r in runs])
-        lines.append(
-            f"| {label} | {_fmt(t['median'])} | {_fmt(t['min'])} | {_fmt(t['max'])} | "
-            f"{sum(r['solved'] for r in runs)}/{len(runs)} | {steps:,.0f} | "
-            f"{_fmt(min(r['reeval_mean'] for r in runs))} |"
-        )
-    lines += ["", f"Ratio of medians, ours / SB3: **{_fmt(s['ratio_ours_over_sb3'], 2)}**", ""]
-    repeats = results["plan"]["repeats"]
-    lines += [
-        f"### Throughput (env steps/s once running, mean of {repeats} runs of ~20 s each, no target)",
-        "",
-    ]
-    lines += ["| setting | 1 worker | 2 workers | scaling efficiency |", "|---|---|---|---|"]
-    for k, label in (
-        (1, f"ours, 1 env per worker (classic A3C, t_max {CLASSIC_T_MAX})"),
-        (8, "ours, 8 envs per worker"),
-        (16, "ours, 16 envs per worker"),
-    ):
-        one, two = tput[f"ours_1x{k}"]["steps_per_s"], tput[f"ours_2x{k}"]["steps_per_s"]
-        lines.append(f"| {label} | {one:,.0f} | {two:,.0f} | {s['scaling_efficiency'][str(k)]:.2f} |")
-    for k in (16, 32):
-        lines.append(f"| SB3 A2C, {k} envs (one process) | {tput[f'sb3_{k}']['steps_per_s']:,.0f} | | |")
-    local = tput["ours_2x16"]["steps_per_s"]
-    for k in (1, 4) if "ray_2x16_sync1" in tput else ():
-        ray_rate = tput[f"ray_2x16_sync{k}"]["steps_per_s"]
-        label = f"ours on the Ray backend, 2 worker actors × 16 envs, sync_every {k} (one run)"
-        lines.append(f"| {label} | | {ray_rate:,.0f} | {ray_rate / local:.2f} of local |")
-    lines += ["", f"Ours 2 × 16 / SB3 32 envs: **{s['throughput_2x16_over_sb3_32']:.2f}×**", ""]
-    lines += ["### Per-step cost of one worker (µs per env step, 1 worker, default preset)", ""]
-    lines += ["| part | µs/step |", "|---|---|"]
-    for key, label in (
-        ("env_step_us", "env step"),
-        ("policy_forward_us", "action selection: policy forward (numpy)"),
-        ("sampling_and_buffers_us", "action selection: Gumbel-max sampling + rollout buffers"),
-        ("loss_and_gradient_us", "update: loss + gradient (numpy, closed form)"),
-        ("clip_us", "update: gradient clip"),
-        ("optimizer_step_us", "update: shared Adam step"),
-        ("weight_pull_us", "weight pull"),
-        ("other_us", "other (metrics, bookkeeping)"),
-        ("total_us", "total, one worker"),
-        ("evaluator_share_us", "evaluator share (its CPU / all env steps, solve runs)"),
-    ):
-        lines.append(f"| {label} | {_fmt(parts.get(key), 1)} |")
-    lines += ["", "### Targets (issue 3)", ""]
-    lines += [f"- [{'x' if ok else ' '}] {name}" for name, ok in s["checks"].items()]
-    return "\n".join(lines)

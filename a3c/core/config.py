@@ -31,6 +31,8 @@ PRESET_ELSE = "the env's preset, else {}"
 
 @dataclass(frozen=True)
 class Config:
+    """One run's settings, frozen; each field's ``metadata`` documents it and ``validate()`` checks them."""
+
     env_id: str = field(metadata={"help": "Gymnasium env id"})
     seed: int = field(
         default=0, metadata={"help": "seed of every random stream of the run", "option": "--seed"}
@@ -276,6 +278,7 @@ class Config:
         return self.t_max * self.envs_per_worker
 
     def to_dict(self) -> dict[str, Any]:
+        """{field name: value}, as saved in checkpoints and read back by ``from_dict``."""
         return dataclasses.asdict(self)
 
     @classmethod
@@ -299,6 +302,7 @@ def field_type(name: str, cls: type | None = None) -> Any:
 
 
 def known_keys(values: dict[str, Any], source: str) -> dict[str, Any]:
+    """``values`` unchanged if every key is a Config field; else BadInput naming ``source`` and the key."""
     unknown = sorted(set(values) - set(FIELD_NAMES))
     if unknown:
         raise BadInput(f"{source}: unknown key {unknown[0]!r}; allowed: {', '.join(FIELD_NAMES)}")

@@ -35,6 +35,7 @@ class Spaces:
         return len(self.obs_shape) == 3
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as plain lists and numbers, for a checkpoint."""
         return {
             "obs_shape": list(self.obs_shape),
             "n_actions": self.n_actions,
@@ -45,6 +46,7 @@ class Spaces:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Spaces:
+        """Rebuild spaces saved with ``to_dict``."""
         return cls(
             tuple(int(x) for x in values["obs_shape"]),
             int(values["n_actions"]),

@@ -54,8 +54,10 @@ class CsvLog:
             self._file.flush()
 
     def write(self, row: Sequence[Any]) -> None:
+        """Append ``row`` (one value per column) and flush."""
         self._writer.writerow(row)
         self._file.flush()
 
     def close(self) -> None:
+        """Close the file."""
         self._file.close()

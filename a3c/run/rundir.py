@@ -77,6 +77,8 @@ def create_run_dir(path: Path, force: bool) -> Path:
 
 
 def atomic_write(path: Path, write) -> None:
+    """Replace ``path`` atomically: ``write(f)`` fills a temporary file beside it (fsynced, mode 0644),
+    which is then renamed over ``path``; readers see the old file or the whole new one."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -46,6 +46,8 @@ class TensorBoardLog:
         self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"), flush_secs=5, purge_step=purge_step)
 
     def write(self, record) -> None:
+        """Add the scalars of an EpisodeRecord, MetricsRecord or EvalRecord at its global_step; others are
+        ignored."""
         if isinstance(record, EpisodeRecord):
             self.writer.add_scalar("charts/episodic_return", record.episode_return, record.global_step)
             self.writer.add_scalar("charts/episodic_length", record.length, record.global_step)
@@ -57,4 +59,5 @@ class TensorBoardLog:
                 self.writer.add_scalar(tag, getattr(record, field), record.global_step)
 
     def close(self) -> None:
+        """Flush and close the event file."""
         self.writer.close()

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import torch
 from torch import nn
 
 from a3c.algo.normalize import SharedObsStats
@@ -37,3 +39,22 @@ class SharedState:
     heartbeats: Heartbeats
     obs_stats: SharedObsStats | None = None
     reward_stats: SharedObsStats | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        """The shared state as one instant (DESIGN invariant 10): weights, optimizer moments and steps,
+        counters and statistics, each copied once and back to back, before anything slow (a save) runs.
+        The workers keep writing meanwhile; a checkpoint must not pair these weights with later moments."""
+        with torch.no_grad():
+            model_state = {k: v.clone() for k, v in self.model.state_dict().items()}
+            optimizer_state = self.optimizer.state_dict()
+            optimizer_state["state"] = {
+                i: {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in s.items()}
+                for i, s in optimizer_state["state"].items()
+            }
+        return {
+            "model_state": model_state,
+            "optimizer_state": optimizer_state,
+            **self.counters.snapshot(),
+            **({} if self.obs_stats is None else {"obs_norm": self.obs_stats.state_dict()}),
+            **({} if self.reward_stats is None else {"reward_stats": self.reward_stats.state_dict()}),
+        }

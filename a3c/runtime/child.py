@@ -42,6 +42,7 @@ class ChildGuard:
         self.terminated = True
 
     def should_exit(self) -> bool:
+        """Beat this child's heartbeat; true once a SIGTERM arrived or the parent is gone."""
         self.heartbeats.beat(self.slot)
         return self.terminated or os.getppid() != self.parent_pid
 

@@ -169,6 +169,7 @@ class Evaluator:
         return time.process_time() - self.cpu_start
 
     def close(self) -> None:
+        """Close the evaluation envs and the evaluation log."""
         for envs in self.envs.values():
             envs.close()
         self.log.close()

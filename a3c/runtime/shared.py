@@ -51,14 +51,17 @@ class Counters(_NumpyViews):
 
     @property
     def total_steps(self) -> int:
+        """Env steps of the whole run: the resumed base plus every worker's slot."""
         return int(self.base[0]) + int(self._view("steps").sum())
 
     @property
     def total_updates(self) -> int:
+        """Optimizer updates of the whole run (skipped ones included), base plus every worker's slot."""
         return int(self.base[1]) + int(self._view("updates").sum())
 
     @property
     def total_skipped(self) -> int:
+        """Updates skipped for a non-finite gradient over the whole run, base plus every worker's slot."""
         return int(self.base[2]) + int(self._view("skipped").sum())
 
     def snapshot(self) -> dict[str, int | torch.Tensor]:
@@ -80,6 +83,7 @@ class Heartbeats(_NumpyViews):
         self.times = torch.zeros(num_children, dtype=torch.float64).share_memory_()
 
     def beat(self, slot: int) -> None:
+        """Stamp ``slot`` with the current ``time.monotonic()``."""
         # CLOCK_MONOTONIC is one clock for all processes on Linux, and a clock step (NTP) cannot fake a hang.
         self._view("times")[slot] = time.monotonic()
 
@@ -105,6 +109,7 @@ class StopReason(enum.IntEnum):
 
     @property
     def is_budget(self) -> bool:
+        """A planned end (solved, max steps, max seconds), after which a final evaluation is played."""
         return self in (StopReason.SOLVED, StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
 
 
@@ -128,8 +133,10 @@ class StopSignal(_NumpyViews):
             view[()] = int(reason)
 
     def is_set(self) -> bool:
+        """True once any stop reason has been set."""
         return self._view("flag")[()] != StopReason.RUNNING
 
     @property
     def reason(self) -> StopReason:
+        """The stop reason set first (RUNNING while none is)."""
         return StopReason(int(self._view("flag")[()]))

@@ -60,6 +60,7 @@ class RecordReader:
         self.bytes_read = 0
 
     def fileno(self) -> int:
+        """The pipe's file descriptor, for ``multiprocessing.connection.wait``."""
         return self.fd
 
     def _whole(self) -> tuple[int, int] | None:
@@ -107,6 +108,7 @@ class RecordReader:
             self.bytes_read += len(chunk)
 
     def close(self) -> None:
+        """Close the read end of the pipe."""
         self.connection.close()
 
 
@@ -122,6 +124,9 @@ class ChildSpec:
 
 @dataclass
 class Child:
+    """One supervised child: its current process and pipe, how often it started (the next restart index),
+    when it last started, its restarts within RESTART_WINDOW_S and the last ErrorRecord it sent."""
+
     spec: ChildSpec
     process: Any = None
     reader: RecordReader | None = None
@@ -182,6 +187,7 @@ class Supervisor:
         child.started += 1
 
     def start_all(self) -> None:
+        """Start every child, in the order of ``specs``."""
         for child in self.children:
             self._start(child)
 

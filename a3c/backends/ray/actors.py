@@ -119,6 +119,7 @@ class ParameterServer:
         return self.flat.numpy().copy(), optimizer, self.slots.copy()
 
     def stop(self) -> None:
+        """Tell the workers to stop: every later ``push`` returns stop = True."""
         self.stopped = True
 
 
@@ -134,10 +135,12 @@ class GradientLink:
         self.count = 0
 
     def step(self) -> None:
+        """Add the flat weights' ``.grad`` to the sum (in place of an optimizer step)."""
         self.total += self.flat.grad
         self.count += 1
 
     def due(self) -> bool:
+        """True once ``sync_every`` gradients are summed: time to send their mean."""
         return self.count >= self.sync_every
 
     def take(self) -> np.ndarray | None:
@@ -148,6 +151,7 @@ class GradientLink:
         return mean
 
     def load(self, weights: np.ndarray) -> None:
+        """Copy the server's flat ``weights`` into the local model's flat parameters."""
         with torch.no_grad():
             self.flat.copy_(writable_tensor(weights))
 
@@ -261,6 +265,7 @@ class EvalActor:
         return None if last is None else time.monotonic() - last
 
     def cancel(self, play_id: int) -> None:
+        """Cut play ``play_id`` short at its next step (a later or finished play is unaffected)."""
         self.cancelled = play_id
 
 
