@@ -18,69 +18,22 @@ from typing import Any
 
 import torch
 
-from a3c.algo.learner import build_shared
-from a3c.algo.normalize import SharedObsStats
-from a3c.algo.optim import assert_shared, non_finite_counts
+from a3c.algo.optim import non_finite_counts
 from a3c.backends.base import Backend, BackendFailed
 from a3c.core.config import Config
 from a3c.core.records import EpisodeRecord, ErrorRecord, EvalRecord
 from a3c.core.seeding import child_seed
 from a3c.monitor import RunMonitor, format_summary
 from a3c.run import checkpoints
-from a3c.run.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats, trim_csv
+from a3c.run.resume import trim_logs
 from a3c.run.rundir import create_run_dir, run_metadata, write_json
-from a3c.runtime.bundle import SharedState
-from a3c.runtime.shared import Counters, Heartbeats, StopReason, StopSignal
+from a3c.runtime.bundle import build_state
+from a3c.runtime.shared import StopReason
 from envs import EnvInfo
 
 TICK_S = 0.1  # supervision period: how often the trainer looks at children, budgets and signals
 FINITE_CHECK_S = 1.0  # how often the shared parameters are checked for NaN/inf
 EXIT_CODES = {StopReason.SOLVED: 0, StopReason.MAX_STEPS: 0, StopReason.MAX_SECONDS: 0, StopReason.FAILED: 1}
-
-
-def build_state(
-    config: Config, info: EnvInfo, serial: bool, resume: dict[str, Any] | None, source: str
-) -> SharedState:
-    """The shared model, optimizer, statistics and counters, restored in place from ``resume`` (a checkpoint
-    from ``load_resume_checkpoint``; ``source`` names it in errors). The run dir and start time are filled in
-    by the Trainer."""
-    model, optimizer = build_shared(config, info.spaces)  # one flat shared buffer, eager optimizer state
-    obs_stats = SharedObsStats(info.spaces.obs_shape, config.workers) if config.obs_norm else None
-    # Ray's worker actors keep private return statistics (not checkpointed yet: the Ray parity issue).
-    ray = config.backend == "ray" and not serial
-    reward_stats = SharedObsStats((), config.workers) if config.reward_scale and not ray else None
-    if resume is not None:  # restore in place, before anything is written to the run dir
-        restore_model(model, resume["model_state"], source)
-        restore_optimizer(optimizer, resume["optimizer_state"], source)
-        if obs_stats is not None:
-            restore_obs_stats(obs_stats, resume.get("obs_norm"), source)
-        if reward_stats is not None:
-            restore_reward_stats(reward_stats, resume.get("reward_stats"), source)
-        elif config.reward_scale and "reward_stats" in resume:
-            print(
-                f"warning: {source}'s reward statistics are not used: the Ray backend's workers keep "
-                "their own (reward scaling starts afresh)",
-                file=sys.stderr,
-            )
-        if "rng_state" in resume:
-            torch.set_rng_state(resume["rng_state"])
-    assert_shared(model, optimizer)
-    counts = (
-        () if resume is None else (resume["global_step"], resume["updates"], resume.get("skipped_updates", 0))
-    )
-    return SharedState(
-        config=config,
-        spaces=info.spaces,
-        run_dir=Path(),
-        start_time=0.0,
-        model=model,
-        optimizer=optimizer,
-        counters=Counters(config.workers, *counts),
-        stop=StopSignal(),
-        heartbeats=Heartbeats(config.workers + 1),
-        obs_stats=obs_stats,
-        reward_stats=reward_stats,
-    )
 
 
 class Trainer:
@@ -116,15 +69,8 @@ class Trainer:
         self.obs_stats, self.reward_stats, self.stop = state.obs_stats, state.reward_stats, state.stop
         self.resume_index = 0 if resume is None else int(resume.get("resumes", 0)) + 1
         wall_before = 0.0 if resume is None else float(resume["wall_time"])
-        episodes_kept = 0
-        if resume is None:
-            self.run_dir = create_run_dir(run_dir, force)
-        else:
-            self.run_dir = run_dir
-            step = int(resume["global_step"])
-            trim_csv(run_dir / "eval.csv", step, wall_before)
-            trim_csv(run_dir / "metrics.csv", step, wall_before)
-            episodes_kept = trim_csv(run_dir / "episodes.csv", step, wall_before)
+        self.run_dir = create_run_dir(run_dir, force) if resume is None else run_dir
+        episodes_kept = 0 if resume is None else trim_logs(run_dir, resume)
         self.metadata = run_metadata()  # once: its git call would start a process at every checkpoint
         metadata = {**config.to_dict(), "serial": serial, **self.metadata, "resumes": self.resume_index}
         write_json(self.run_dir / "config.json", metadata)

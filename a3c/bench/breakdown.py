@@ -17,6 +17,8 @@ from unittest import mock
 
 import torch
 
+import a3c.algo.learner as learner_module
+
 
 def _timed(fn: Callable, totals: dict[str, float], key: str) -> Callable:
     def wrapper(*args, **kwargs):
@@ -60,7 +62,9 @@ def breakdown(env_id: str = "CartPole-v1", seconds: float = 5.0, warmup_updates:
             )
         stack.enter_context(mock.patch.object(optimizer, "step", _timed(optimizer.step, totals, "step")))
         for name, key in (("clip_flat_grad", "clip"), ("pull_weights", "pull")):
-            stack.enter_context(mock.patch.object(learner, name, _timed(getattr(learner, name), totals, key)))
+            stack.enter_context(
+                mock.patch.object(learner_module, name, _timed(getattr(learner_module, name), totals, key))
+            )
         steps = 0
         start = time.perf_counter()
         while time.perf_counter() - start < seconds:

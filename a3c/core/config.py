@@ -1,4 +1,6 @@
 """The resolved training config: a frozen dataclass with one help line per field, and how it is built.
+It is too long because each of its ~40 fields carries its documentation (help, option, choices) as data:
+the CLI and ``a3c config-keys`` are generated from it, so this is the one place they are written.
 
 Precedence, lowest first: the dataclass defaults, values derived from the env (target from its spec's
 ``reward_threshold``), the env's preset (``envs/presets/<env-id>.toml``), then command-line options and
@@ -31,7 +33,8 @@ PRESET_ELSE = "the env's preset, else {}"
 
 @dataclass(frozen=True)
 class Config:
-    """One run's settings, frozen; each field's ``metadata`` documents it and ``validate()`` checks them."""
+    """One run's settings, frozen; each field's ``metadata`` documents it and ``validate()`` checks them.
+    It is too long because of that metadata (see the module docstring): declarations, not logic."""
 
     env_id: str = field(metadata={"help": "Gymnasium env id"})
     seed: int = field(

@@ -165,3 +165,12 @@ def restore_reward_stats(stats: SharedObsStats, state: dict[str, Any] | None, so
         )
         return
     _load_stats(stats, state, source, "reward statistics")
+
+
+def trim_logs(run_dir: Path, checkpoint: dict[str, Any]) -> int:
+    """Cut eval.csv, metrics.csv and episodes.csv back to the resumed checkpoint (rows after its global step
+    or wall time happened in a run segment the checkpoint does not hold); the episodes rows kept."""
+    step, wall = int(checkpoint["global_step"]), float(checkpoint["wall_time"])
+    trim_csv(run_dir / "eval.csv", step, wall)
+    trim_csv(run_dir / "metrics.csv", step, wall)
+    return trim_csv(run_dir / "episodes.csv", step, wall)

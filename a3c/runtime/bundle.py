@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -9,11 +10,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from a3c.algo.learner import build_shared
 from a3c.algo.normalize import SharedObsStats
-from a3c.algo.optim import SharedOptimizer
+from a3c.algo.optim import SharedOptimizer, assert_shared
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
+from a3c.run.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats
 from a3c.runtime.shared import Counters, Heartbeats, StopSignal
+from envs import EnvInfo
 
 
 @dataclass(frozen=True)
@@ -58,3 +62,48 @@ class SharedState:
             **({} if self.obs_stats is None else {"obs_norm": self.obs_stats.state_dict()}),
             **({} if self.reward_stats is None else {"reward_stats": self.reward_stats.state_dict()}),
         }
+
+
+def build_state(
+    config: Config, info: EnvInfo, serial: bool, resume: dict[str, Any] | None, source: str
+) -> SharedState:
+    """The shared model, optimizer, statistics and counters, restored in place from ``resume`` (a checkpoint
+    from ``load_resume_checkpoint``; ``source`` names it in errors). The run dir and start time are filled in
+    by the Trainer."""
+    model, optimizer = build_shared(config, info.spaces)  # one flat shared buffer, eager optimizer state
+    obs_stats = SharedObsStats(info.spaces.obs_shape, config.workers) if config.obs_norm else None
+    # Ray's worker actors keep private return statistics (not checkpointed yet: the Ray parity issue).
+    ray = config.backend == "ray" and not serial
+    reward_stats = SharedObsStats((), config.workers) if config.reward_scale and not ray else None
+    if resume is not None:  # restore in place, before anything is written to the run dir
+        restore_model(model, resume["model_state"], source)
+        restore_optimizer(optimizer, resume["optimizer_state"], source)
+        if obs_stats is not None:
+            restore_obs_stats(obs_stats, resume.get("obs_norm"), source)
+        if reward_stats is not None:
+            restore_reward_stats(reward_stats, resume.get("reward_stats"), source)
+        elif config.reward_scale and "reward_stats" in resume:
+            print(
+                f"warning: {source}'s reward statistics are not used: the Ray backend's workers keep "
+                "their own (reward scaling starts afresh)",
+                file=sys.stderr,
+            )
+        if "rng_state" in resume:
+            torch.set_rng_state(resume["rng_state"])
+    assert_shared(model, optimizer)
+    counts = (
+        () if resume is None else (resume["global_step"], resume["updates"], resume.get("skipped_updates", 0))
+    )
+    return SharedState(
+        config=config,
+        spaces=info.spaces,
+        run_dir=Path(),
+        start_time=0.0,
+        model=model,
+        optimizer=optimizer,
+        counters=Counters(config.workers, *counts),
+        stop=StopSignal(),
+        heartbeats=Heartbeats(config.workers + 1),
+        obs_stats=obs_stats,
+        reward_stats=reward_stats,
+    )

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from a3c.bench.harness import markdown, ours_throughput, summarize
+from a3c.bench.harness import ours_throughput
+from a3c.bench.report import markdown, summarize
 from tests.conftest import ROOT, require_extra
 
 

@@ -47,14 +47,14 @@ def test_a_broken_extra_fails_in_ci(monkeypatch, tmp_path):
 
 @pytest.mark.slow
 def test_a_guarded_test_module_skips_locally_and_fails_in_ci(tmp_path):
-    """tests/test_atari_env.py in a pytest subprocess where ale_py cannot be imported."""
+    """tests/envs/test_atari_env.py in a pytest subprocess where ale_py cannot be imported."""
     (tmp_path / "hide_ale.py").write_text("import sys\n\nsys.modules['ale_py'] = None\n")
     outcomes = {}
     for required in ("", "1"):
         env = harness.a3c_env() | {REQUIRE_EXTRAS_VAR: required}
         env["PYTHONPATH"] = f"{tmp_path}:{env['PYTHONPATH']}"
         outcomes[required] = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "hide_ale", "-q", "-rs", "tests/test_atari_env.py"],
+            [sys.executable, "-m", "pytest", "-p", "hide_ale", "-q", "-rs", "tests/envs/test_atari_env.py"],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
     local, ci = outcomes[""], outcomes["1"]

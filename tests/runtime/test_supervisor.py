@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from a3c.runtime.context import child_context
+from a3c.runtime.pipe import RecordReader
 from a3c.runtime.shared import Heartbeats, StopReason, StopSignal
-from a3c.runtime.supervisor import ChildSpec, RecordReader, Supervisor
+from a3c.runtime.supervisor import ChildSpec, Supervisor
 from tests._supervised_child import payload, send_records
 
 LARGE = [

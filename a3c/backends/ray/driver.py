@@ -1,5 +1,6 @@
 """The Ray backend: the same A3C with the workers, the global model and the evaluator as Ray actors, on one
-machine or a cluster (``a3c train --backend ray [--ray-address auto|HOST:PORT]``).
+machine or a cluster (``a3c train --backend ray [--ray-address auto|HOST:PORT]``). The module is
+too long because RayRun is (see its docstring); the design notes below cover the whole package.
 
 - ``ParameterServer`` holds the global model (one flat buffer) and the shared optimizer's state and applies
   each gradient as it arrives, in arrival order: asynchronous and without a barrier, as in A3C (Hogwild's
@@ -64,8 +65,14 @@ EVAL_JOIN_S = 10.0  # the evaluator thread gets this long to end once asked (its
 
 
 class RayRun:
-    """The driver's side of a Ray run: starts the actors, relays their records, restarts worker loops,
-    evaluates in a background thread and mirrors the server's state into the trainer's objects."""
+    """The driver's side of a Ray run (the ``ray`` Backend): starts the actors, relays their records,
+    restarts worker loops, evaluates in a background thread and mirrors the server's state into the
+    trainer's objects.
+
+    It is too long because every wait on an actor carries its own liveness decision (start-up allowance,
+    hang timeout, restart budget, "coming back" after a crash) and those decisions share one state; split
+    apart they would hand that state back and forth. The actors and the remote evaluator are their own
+    modules (actors.py, evaluation.py)."""
 
     def __init__(self, shared: SharedState, seeds: tuple[int, int], resume_index: int, best_mean: float):
         config, spaces, start_time = shared.config, shared.spaces, shared.start_time
