@@ -9,6 +9,8 @@ from a3c.core.config import Config, coerce, known_keys
 from a3c.core.errors import BadInput
 from envs import EnvInfo, load_preset
 
+FEED_FORWARD_STACK = 4  # frames a cnn without an LSTM sees (Mnih et al. 2016, A3C FF; DQN)
+
 
 def env_defaults(info: EnvInfo) -> dict[str, Any]:
     """Defaults derived from the env itself, under any preset: the target from its spec's reward_threshold;
@@ -40,6 +42,17 @@ def check_fits(config: Config, info: EnvInfo) -> Config:
         raise BadInput(
             "obs_norm: true is not allowed with model cnn (pixels are scaled to [0, 1]); expected false"
         )
+    if config.frame_stack > 1 and not info.spaces.image:
+        raise BadInput(
+            f"frame_stack: {config.frame_stack} is not allowed for {info.env_id} (not an image env); "
+            "expected 1"
+        )
+    if config.model == "cnn" and not config.lstm_size and config.frame_stack < 2:
+        raise BadInput(
+            f"frame_stack: {config.frame_stack} is not allowed with model cnn and lstm_size 0 (one frame "
+            f"shows no motion, and nothing else remembers); expected >= 2 (e.g. {FEED_FORWARD_STACK}), or "
+            "an lstm_size"
+        )
     if config.model == "cnn" and config.gaussian_std == "state":
         raise BadInput("gaussian_std: 'state' is not allowed with model cnn; expected learned")
     return config
@@ -55,7 +68,10 @@ def resolve_config(info: EnvInfo, options: dict[str, Any], overrides: dict[str, 
     """
     values: dict[str, Any] = {"env_id": info.env_id, **env_defaults(info)}
     preset = load_preset(info.env_id) or {}
-    values.update({k: coerce(k, v) for k, v in known_keys(preset, f"preset of {info.env_id}").items()})
-    values.update({k: v for k, v in options.items() if v is not None})
-    values.update(overrides)
+    chosen = {k: coerce(k, v) for k, v in known_keys(preset, f"preset of {info.env_id}").items()}
+    chosen.update({k: v for k, v in options.items() if v is not None})
+    chosen.update(overrides)
+    values.update(chosen)
+    if "frame_stack" not in chosen and values.get("model") == "cnn" and not values.get("lstm_size"):
+        values["frame_stack"] = FEED_FORWARD_STACK  # the A3C paper's feed-forward agent sees 4 frames
     return check_fits(Config(**values).validate(), info)

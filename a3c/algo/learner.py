@@ -21,6 +21,7 @@ from a3c.algo.normalize import RewardScaler, SharedObsStats
 from a3c.algo.optim import SharedOptimizer, make_optimizer
 from a3c.algo.policy import make_policy
 from a3c.algo.rollout import Episode, ObsNormalizer, RolloutCollector, action_dist
+from a3c.algo.schedule import scheduled_lr
 from a3c.algo.update import compute_gradients, hand_off_gradients, pull_weights, segment_loss
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
@@ -136,6 +137,11 @@ class Learner:
         # One NaN/inf gradient would poison the shared weights and moments of every worker: skip that step.
         if math.isfinite(grad_norm):
             hand_off_gradients(self.local_grad, self.shared_flat)
+            if cfg.lr_schedule != "constant":  # where the run is now: all workers' updates so far
+                steps = pulled_version * cfg.steps_per_update
+                lr = scheduled_lr(cfg.lr, cfg.lr_schedule, steps, cfg.max_steps)
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
             self.optimizer.step()
         return UpdateResult(
             cfg.steps_per_update,

@@ -65,6 +65,13 @@ class Config:
         default="adam", metadata={"help": "shared optimizer: adam or rmsprop", "choices": ("adam", "rmsprop")}
     )
     lr: float = field(default=1e-3, metadata={"help": "learning rate, > 0"})
+    lr_schedule: str = field(
+        default="constant",
+        metadata={
+            "help": "learning rate over the run: constant, or linear decay from lr to 0 at max_steps",
+            "choices": ("constant", "linear"),
+        },
+    )
     optimizer_eps: float | None = field(
         default=None,
         metadata={"help": "optimizer epsilon, > 0; none: the optimizer's own (adam 1e-8, rmsprop 1e-5)"},
@@ -84,6 +91,12 @@ class Config:
         },
     )
     lstm_size: int = field(default=0, metadata={"help": "cnn: LSTMCell width after the conv net; 0: none"})
+    frame_stack: int = field(
+        default=1,
+        metadata={
+            "help": "image envs: frames per observation, newest last (derived: 4 for cnn without an LSTM)"
+        },
+    )
     gaussian_std: str = field(
         default="learned",
         metadata={
@@ -233,6 +246,7 @@ class Config:
                 "one or more integers >= 1, e.g. 64,64",
             ),
             ("max_steps", self.max_steps is None or self.max_steps >= 1, "an integer >= 1"),
+            self._choice("lr_schedule"),
             (
                 "max_seconds",
                 self.max_seconds is None or (self.max_seconds > 0 and finite(self.max_seconds)),
@@ -259,6 +273,7 @@ class Config:
         checks += [
             self._choice("model"),
             ("lstm_size", self.lstm_size >= 0, "an integer >= 0 (0: no LSTM)"),
+            ("frame_stack", self.frame_stack >= 1, "an integer >= 1"),
             self._choice("gaussian_std"),
             ("init_log_std", -20 <= self.init_log_std <= 2, "a number in [-20, 2]"),
             self._choice("squash"),
@@ -268,6 +283,11 @@ class Config:
         for name, ok, allowed in checks:
             if not ok:
                 raise BadInput(f"{name}: {getattr(self, name)!r} is not allowed; expected {allowed}")
+        if self.lr_schedule == "linear" and self.max_steps is None:
+            raise BadInput("lr_schedule: 'linear' needs max_steps (the decay ends there); set --max-steps")
+        if self.lr_schedule == "linear" and self.backend == "ray":
+            # The Ray parameter server steps its own optimizer: the schedule would need its global step.
+            raise BadInput("lr_schedule: 'linear' is not allowed with backend ray yet; expected constant")
         return self
 
     def _choice(self, name: str) -> tuple[str, bool, str]:

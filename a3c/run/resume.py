@@ -26,6 +26,7 @@ SHAPE_FIELDS = (
     "optimizer",
     "model",
     "lstm_size",
+    "frame_stack",
     "gaussian_std",
     "squash",
     "obs_norm",

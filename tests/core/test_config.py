@@ -10,8 +10,9 @@ import a3c.core.config as config_module
 import a3c.resolve
 from a3c.core.config import Config, parse_set
 from a3c.core.errors import BadInput
+from a3c.core.spaces import Spaces
 from a3c.resolve import resolve_config
-from envs import inspect_env, load_preset
+from envs import EnvInfo, inspect_env, load_preset
 
 # -- parse_set -----------------------------------------------------------------------------------------------
 
@@ -262,11 +263,18 @@ def test_every_preset_resolves_into_a_valid_config():
 
 def test_fields_with_choices_allow_exactly_them():
     choice_fields = [f for f in dataclasses.fields(Config) if "choices" in f.metadata]
-    assert {f.name for f in choice_fields} == {"optimizer", "model", "gaussian_std", "squash", "backend"}
+    assert {f.name for f in choice_fields} == {
+        "optimizer",
+        "lr_schedule",
+        "model",
+        "gaussian_std",
+        "squash",
+        "backend",
+    }
     for f in choice_fields:
         assert f.default in f.metadata["choices"], f.name
         for value in f.metadata["choices"]:
-            Config(env_id="x", **{f.name: value}).validate()
+            Config(env_id="x", max_steps=1000, **{f.name: value}).validate()
         with pytest.raises(
             BadInput,
             match=f"^{f.name}: 'nope' is not allowed; expected " + " or ".join(f.metadata["choices"]) + "$",
@@ -285,3 +293,32 @@ def test_cnn_refuses_obs_norm_and_a_state_dependent_std():
         resolve_config(image, {}, {"obs_norm": True})
     with pytest.raises(BadInput, match="gaussian_std: 'state' is not allowed with model cnn"):
         resolve_config(image, {}, {"gaussian_std": "state"})
+
+
+def test_a_linear_lr_schedule_needs_max_steps_and_the_local_backend():
+    Config(env_id="x", lr_schedule="linear", max_steps=10).validate()
+    with pytest.raises(BadInput, match="^lr_schedule: 'linear' needs max_steps"):
+        Config(env_id="x", lr_schedule="linear").validate()
+    with pytest.raises(BadInput, match="^lr_schedule: 'linear' is not allowed with backend ray yet"):
+        Config(env_id="x", lr_schedule="linear", max_steps=10, backend="ray").validate()
+
+
+IMAGE = EnvInfo("ALE/Fake-v5", Spaces((1, 84, 84), 6), 18.0, None)
+
+
+def test_a_cnn_without_an_lstm_gets_four_stacked_frames_unless_told():
+    assert resolve_config(IMAGE, {}, {}).frame_stack == 1  # the derived Atari agent has an LSTM
+    assert resolve_config(IMAGE, {}, {"lstm_size": 0}).frame_stack == 4
+    assert resolve_config(IMAGE, {}, {"lstm_size": 0, "frame_stack": 2}).frame_stack == 2
+    assert resolve_config(IMAGE, {}, {"frame_stack": 4}).frame_stack == 4  # LSTM and a stack: allowed
+
+
+def test_frame_stack_is_refused_where_it_cannot_work(cartpole):
+    with pytest.raises(BadInput, match="^frame_stack: 1 is not allowed with model cnn and lstm_size 0"):
+        resolve_config(IMAGE, {}, {"lstm_size": 0, "frame_stack": 1})
+    with pytest.raises(
+        BadInput, match=r"^frame_stack: 4 is not allowed for CartPole-v1 \(not an image env\)"
+    ):
+        resolve_config(cartpole, {}, {"frame_stack": 4})
+    with pytest.raises(BadInput, match="^frame_stack: 0 is not allowed; expected an integer >= 1"):
+        resolve_config(IMAGE, {}, {"frame_stack": 0})

@@ -28,6 +28,7 @@ CHANGED = {
     "optimizer": "rmsprop",
     "model": "cnn",
     "lstm_size": 256,
+    "frame_stack": 4,
     "gaussian_std": "state",
     "squash": "tanh",
     "obs_norm": True,
