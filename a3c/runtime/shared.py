@@ -65,13 +65,15 @@ class Counters(_NumpyViews):
         return int(self.base[2]) + int(self._view("skipped").sum())
 
     def snapshot(self) -> dict[str, int | torch.Tensor]:
-        """The totals and this run segment's per-worker slots, read together (for a checkpoint)."""
+        """The totals and this run segment's per-worker slots, each slot read once (for a checkpoint): a total
+        summed from a second read could count an update the copied slots do not hold (DESIGN invariant 9)."""
+        steps, updates, skipped = self.steps.clone(), self.updates.clone(), self.skipped.clone()
         return {
-            "global_step": self.total_steps,
-            "updates": self.total_updates,
-            "skipped_updates": self.total_skipped,
-            "worker_steps": self.steps.clone(),
-            "worker_updates": self.updates.clone(),
+            "global_step": int(self.base[0]) + int(steps.sum()),
+            "updates": int(self.base[1]) + int(updates.sum()),
+            "skipped_updates": int(self.base[2]) + int(skipped.sum()),
+            "worker_steps": steps,
+            "worker_updates": updates,
         }
 
 

@@ -450,3 +450,37 @@ def test_finite_check_sees_no_phantom_nan_while_a_worker_writes():
             child.kill()
             child.join(timeout=10)
     assert child.exitcode == 0
+
+
+def test_a_counters_snapshot_is_one_read_of_each_slot():
+    # A worker adds while the trainer snapshots: the totals must be the sums of the slots the snapshot holds
+    # (a checkpoint's global_step == its worker_steps' sum), never a second, later read.
+    import sys
+    import threading
+
+    counters = Counters(2, base_steps=1000, base_updates=10)
+    running = threading.Event()
+    running.set()
+
+    def worker() -> None:
+        while running.is_set():
+            counters.add(0, 32)
+
+    thread = threading.Thread(target=worker)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race shows within a few hundred
+    thread.start()
+    try:
+        torn = []
+        for _ in range(3000):
+            snap = counters.snapshot()
+            if snap["global_step"] != 1000 + int(snap["worker_steps"].sum()):
+                torn.append(snap["global_step"])
+            if snap["updates"] != 10 + int(snap["worker_updates"].sum()):
+                torn.append(snap["updates"])
+    finally:
+        running.clear()
+        thread.join(timeout=10)
+        sys.setswitchinterval(interval)
+    assert not thread.is_alive()
+    assert not torn, f"{len(torn)} of 3000 snapshots summed a different read than they copied"
