@@ -1,4 +1,4 @@
-"""Small plain records that children send to the trainer over a SimpleQueue (never tensors)."""
+"""Small plain records that children send to the trainer over their pipes (never tensors)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""State that lives in shared memory: optimizers whose state every worker updates, and exact counters.
-
-Both optimizers create their whole state eagerly in ``__init__`` and move it to shared memory, so the state
-exists before any child starts and a child that steps them writes the very tensors the parent and the other
-workers see. Steps are lock-free (Hogwild): workers race on parameters and moments on purpose.
+"""Run state that lives in shared memory besides the model and its optimizer (``a3c.algo.optim``): exact
+per-worker counters, heartbeats and the stop signal. Each is created by the trainer before any child starts;
+a child writes only its own slots, so no lock is needed.
 """
 
 from __future__ import annotations
