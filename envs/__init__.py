@@ -1,7 +1,9 @@
 """Environments: the only package that calls ``gymnasium.make``.
 
 It builds single and vectorised envs, checks their spaces up front, and holds per-env presets
-(tuned hyperparameters and target returns as TOML files under ``envs/presets/``).
+(tuned hyperparameters and target returns as TOML files under ``envs/presets/``). Atari ids get the
+DeepMind preprocessing (``envs.atari``; ``frame_stack=k`` for k-frame observations), and their vector envs
+run in ale-py's C++ envs with the same semantics where it can (``envs.atari_vector``).
 """
 
 from a3c.core.spaces import Spaces

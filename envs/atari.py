@@ -1,13 +1,18 @@
 """Atari envs (ale-py's ``ALE/<Game>-v5`` ids) with the standard DeepMind preprocessing.
 
 ``make_atari`` stacks gymnasium's own wrappers where they exist (``AtariPreprocessing``, ``TransformReward``,
-``ReshapeObservation``) and two small ones written here (``FireReset``, ``EpisodicLife``). Frames are not
-stacked: the model carries history in its LSTM, so one uint8 frame ``[1, 84, 84]`` is the observation.
+``ReshapeObservation``, ``FrameStackObservation``) and three small ones written here (``FireReset``,
+``FireOnLifeLoss``, ``EpisodicLife``). By default frames are not stacked: the model carries history in its
+LSTM, so one uint8 frame ``[1, 84, 84]`` is the observation; ``frame_stack=k`` gives the last k frames
+``[k, 84, 84]`` (oldest first) for a feed-forward model.
 
 The v5 ids keep their defaults on purpose: sticky actions (``repeat_action_probability=0.25``, Machado et
 al. 2018) and ``max_num_frames_per_episode=108000``. The v5 specs register no ``max_episode_steps``, so no
 ``TimeLimit`` wrapper is added; the time limit is ALE's own: after 108000 emulator frames (27000 agent steps
 at frame skip 4, 30 minutes of play at 60 Hz) a step returns ``truncated=True``.
+
+``envs.atari_vector.NativeAtariVectorEnv`` gives the same semantics from ale-py's C++ vector env; what
+both share (the FIRE rule, the constants) is here.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import (
     AtariPreprocessing,
+    FrameStackObservation,
     RecordEpisodeStatistics,
     ReshapeObservation,
     TransformReward,
@@ -27,8 +33,9 @@ ATARI_NAMESPACE = "ALE/"
 SCREEN_SIZE = 84
 FRAME_SKIP = 4
 NOOP_MAX = 30
+NOOP, FIRE = 0, 1  # action indices in every minimal action set with FIRE (see fire_reset_rule)
 # FireReset retries a reset at most this often: a game that ends on every FIRE is broken, not unlucky.
-_MAX_FIRE_RESETS = 10
+MAX_FIRE_RESETS = 10
 
 # Set once ale_py's ids are in gymnasium's registry (importing ale_py registers them).
 _registered = False
@@ -67,13 +74,13 @@ class FireReset(gym.Wrapper):
     ) -> tuple[Any, dict[str, Any]]:
         """Reset the inner env, then step FIRE; reset again (unseeded) if that step ended the episode."""
         self.env.reset(seed=seed, options=options)
-        for _ in range(_MAX_FIRE_RESETS):
-            obs, _, terminated, truncated, info = self.env.step(1)
+        for _ in range(MAX_FIRE_RESETS):
+            obs, _, terminated, truncated, info = self.env.step(FIRE)
             if not (terminated or truncated):
                 return obs, info
             # Not the seed again: a seeded reset would replay the same start and end the same way.
             self.env.reset(options=options)
-        raise RuntimeError(f"FireReset: every FIRE after reset ended the episode ({_MAX_FIRE_RESETS} tries)")
+        raise RuntimeError(f"FireReset: every FIRE after reset ended the episode ({MAX_FIRE_RESETS} tries)")
 
 
 class FireOnLifeLoss(gym.Wrapper):
@@ -93,7 +100,7 @@ class FireOnLifeLoss(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         lives = self.env.unwrapped.ale.lives()
         if lives < self.lives and not (terminated or truncated):
-            obs, fire_reward, terminated, truncated, info = self.env.step(1)
+            obs, fire_reward, terminated, truncated, info = self.env.step(FIRE)
             reward = float(reward) + float(fire_reward)
         self.lives = lives
         return obs, reward, terminated, truncated, info
@@ -146,7 +153,7 @@ class EpisodicLife(gym.Wrapper):
         if self.real_reset_needed or seed is not None:
             obs, info = self.env.reset(seed=seed, options=options)
         else:
-            obs, _, terminated, truncated, info = self.env.step(0)
+            obs, _, terminated, truncated, info = self.env.step(NOOP)
             # The game may end during the no-op (e.g. the last life was lost on the same frames).
             if terminated or truncated:
                 obs, info = self.env.reset(options=options)
@@ -155,19 +162,24 @@ class EpisodicLife(gym.Wrapper):
         return obs, info
 
 
+def fire_reset_rule(meanings: list[str]) -> bool:
+    """Whether a game with these action meanings needs FIRE to start: FIRE at action 1 and at least 3
+    actions (DeepMind's test). Both the Python path and the native vector env decide by this rule."""
+    return len(meanings) >= 3 and meanings[FIRE] == "FIRE"
+
+
 def _has_fire_reset(env: gym.Env) -> bool:
-    """Whether the game needs FIRE to start: FIRE at action 1 and at least 3 actions (DeepMind's test)."""
-    meanings = env.unwrapped.get_action_meanings()
-    return len(meanings) >= 3 and meanings[1] == "FIRE"
+    return fire_reset_rule(env.unwrapped.get_action_meanings())
 
 
-def make_atari(env_id: str, training: bool, **kwargs: Any) -> gym.Env:
-    """Make an ``ALE/<Game>-v5`` env with DeepMind preprocessing; observations are uint8 ``[1, 84, 84]``.
+def make_atari(env_id: str, training: bool, frame_stack: int = 1, **kwargs: Any) -> gym.Env:
+    """Make an ``ALE/<Game>-v5`` env with DeepMind preprocessing; observations are uint8 ``[k, 84, 84]``.
 
     Args:
         env_id: an id in the ``ALE/`` namespace, e.g. ``"ALE/Pong-v5"``.
         training: True for the learner's env: episodic life and rewards clipped to their sign. False for
             evaluation: real episodes and raw scores.
+        frame_stack: k, the frames per observation (oldest first); 1 (the default) is one frame.
         **kwargs: passed to ``gym.make`` (e.g. ``max_num_frames_per_episode``, ``render_mode``); not
             ``frameskip``, which ``AtariPreprocessing`` owns.
 
@@ -177,22 +189,34 @@ def make_atari(env_id: str, training: bool, **kwargs: Any) -> gym.Env:
         2. ``AtariPreprocessing``: random no-ops (1..30) at reset, repeat each action 4 frames and max-pool
            the last two (Atari sprites flicker), grayscale, resize to 84x84. Everything outside works on
            agent steps, so lives and rewards are seen once per 4 frames.
-        3. ``EpisodicLife`` (training): inside FireReset so that its soft reset after a lost life is
+        3. ``FrameStackObservation(k, padding_type="zero")`` (k > 1 only): right outside
+           AtariPreprocessing, so it sees every agent-level step, the NOOP and FIRE steps of a soft reset
+           too. A real reset (a new game) empties the stack: zeros, then the first frame, as ale-py's C++
+           stack does, so both paths agree. A lost life in training does not: EpisodicLife's soft reset
+           steps the same game on, and the stack keeps its frames through it. Why keep them: they are the
+           same continuous game, the learner stops bootstrapping at the lost life anyway, and the native
+           vector env's C++ stack can only be emptied by a real reset, so keeping it is what lets both
+           paths agree. (baselines' ``wrap_deepmind`` puts its FrameStack outermost, which refills the
+           stack at every reset, a soft one included; this differs from it there.)
+        4. ``EpisodicLife`` (training): inside FireReset so that its soft reset after a lost life is
            followed by FIRE too (the ball must be relaunched in Breakout after every life).
-        4. ``FireReset`` (games with FIRE): outside EpisodicLife, as in the DeepMind/baselines setup.
-        5. ``TransformReward(np.sign)`` (training): outside AtariPreprocessing so the sum over the 4 skipped
+        5. ``FireReset`` (games with FIRE): outside EpisodicLife, as in the DeepMind/baselines setup.
+        6. ``TransformReward(np.sign)`` (training): outside AtariPreprocessing so the sum over the 4 skipped
            frames is clipped, as DQN does, not each frame.
-        6. ``ReshapeObservation((1, 84, 84))``: last, so every inner wrapper sees the plain 84x84 frame;
-           adds the channel axis first (CHW) for the conv encoder. It is a view of a fresh array per step.
+        7. ``ReshapeObservation((1, 84, 84))`` (k = 1 only): last, so every inner wrapper sees the plain
+           84x84 frame; adds the channel axis first (CHW) for the conv encoder. It is a view of a fresh
+           array per step. (With k > 1 the stack already is ``[k, 84, 84]``.)
 
     Raises:
         ModuleNotFoundError: ale_py is not installed (``exc.name == "ale_py"``).
-        ValueError: ``env_id`` is not an ``ALE/`` id, or ``frameskip`` is passed.
+        ValueError: ``env_id`` is not an ``ALE/`` id, ``frameskip`` is passed, or ``frame_stack`` < 1.
     """
     if not is_atari(env_id):
         raise ValueError(f"make_atari: {env_id!r} is not an Atari id (expected {ATARI_NAMESPACE}<Game>-v5)")
     if "frameskip" in kwargs:
         raise ValueError("make_atari: do not pass frameskip; AtariPreprocessing skips frames")
+    if frame_stack < 1:
+        raise ValueError(f"make_atari: frame_stack must be >= 1, not {frame_stack}")
     if not register_atari():
         raise ModuleNotFoundError(
             f"{env_id!r} needs ale_py, which is not installed: pip install -e '.[atari]'", name="ale_py"
@@ -207,6 +231,8 @@ def make_atari(env_id: str, training: bool, **kwargs: Any) -> gym.Env:
         scale_obs=False,
         terminal_on_life_loss=False,
     )
+    if frame_stack > 1:
+        env = FrameStackObservation(env, frame_stack, padding_type="zero")
     if training:
         # The real game's score and length (unclipped, across lives) for episodes.csv: recorded inside the
         # life and reward wrappers, and reported by the vector env (``info["episode"]``).
@@ -217,4 +243,6 @@ def make_atari(env_id: str, training: bool, **kwargs: Any) -> gym.Env:
             env = FireOnLifeLoss(env)
     if training:
         env = TransformReward(env, np.sign)
+    if frame_stack > 1:
+        return env
     return ReshapeObservation(env, (1, SCREEN_SIZE, SCREEN_SIZE))

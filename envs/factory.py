@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from a3c.core.spaces import Spaces
 from envs.atari import is_atari, make_atari, register_atari
+from envs.atari_vector import NativeAtariVectorEnv, native_unsupported
 from envs.serial import SerialVectorEnv
 
 
@@ -45,22 +49,13 @@ def _suggest(env_id: str) -> str:
     )
 
 
-def make_env(env_id: str, seed: int | None = None, training: bool = False, **kwargs) -> gym.Env:
-    """Make one env (time limit included, from its spec), reset it once with ``seed`` when one is given.
-
-    Atari ids (``ALE/...``) get the standard preprocessing (``envs.atari.make_atari``); ``training`` adds the
-    parts only the learner sees there (episodic life, reward clipping).
-
-    Raises:
-        EnvSetupError: unknown id (close registered names are suggested) or an id whose module is missing.
-    """
+@contextmanager
+def _setup_errors(env_id: str) -> Iterator[None]:
+    """Turn what making ``env_id`` raises into an ``EnvSetupError`` that names the problem."""
     try:
-        if is_atari(env_id):
-            if not register_atari():
-                raise ModuleNotFoundError("ale_py is not installed", name="ale_py")
-            env = make_atari(env_id, training, **kwargs)
-        else:
-            env = gym.make(env_id, **kwargs)
+        yield
+    except EnvSetupError:
+        raise
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as exc:
         raise EnvSetupError(f"--env: unknown environment {env_id!r}{_suggest(env_id)}") from exc
     except gym.error.DeprecatedEnv as exc:
@@ -74,6 +69,49 @@ def make_env(env_id: str, seed: int | None = None, training: bool = False, **kwa
         raise EnvSetupError(f"--env: {env_id!r} needs a package that is not installed ({exc})") from exc
     except Exception as exc:  # gymnasium and env modules raise many kinds for a bad id or a broken env
         raise EnvSetupError(f"--env: {env_id!r} cannot be made ({type(exc).__name__}: {exc})") from exc
+
+
+def _check_frame_stack(env_id: str, frame_stack: Any) -> None:
+    """Refuse a ``frame_stack`` that is not an integer >= 1 (for any env)."""
+    if isinstance(frame_stack, bool) or not isinstance(frame_stack, int | np.integer) or frame_stack < 1:
+        raise EnvSetupError(
+            f"frame_stack: {frame_stack!r} is not allowed for {env_id}; expected an integer >= 1"
+        )
+
+
+def _refuse_stack(env_id: str, frame_stack: int, env: gym.Env) -> None:
+    """Refuse ``frame_stack`` > 1 for a non-Atari env (stacking is built for Atari's frames only)."""
+    image = len(getattr(env.observation_space, "shape", None) or ()) == 3
+    why = "frame stacking is built for ALE/ ids only" if image else "not an image env"
+    env.close()
+    raise EnvSetupError(f"frame_stack: {frame_stack} is not allowed for {env_id} ({why}); expected 1")
+
+
+def make_env(
+    env_id: str, seed: int | None = None, training: bool = False, *, frame_stack: int = 1, **kwargs: Any
+) -> gym.Env:
+    """Make one env (time limit included, from its spec), reset it once with ``seed`` when one is given.
+
+    Atari ids (``ALE/...``) get the standard preprocessing (``envs.atari.make_atari``); ``training`` adds the
+    parts only the learner sees there (episodic life, reward clipping); ``frame_stack`` k > 1 stacks the
+    last k frames (uint8 ``[k, 84, 84]``, oldest first). Other envs take only ``frame_stack=1``.
+    ``kwargs`` go to ``gym.make`` (Atari: e.g. ``repeat_action_probability=0.0`` for no sticky actions,
+    ``max_num_frames_per_episode``).
+
+    Raises:
+        EnvSetupError: unknown id (close registered names are suggested), an id whose module is missing, or
+            a ``frame_stack`` the env cannot take.
+    """
+    _check_frame_stack(env_id, frame_stack)
+    with _setup_errors(env_id):
+        if is_atari(env_id):
+            if not register_atari():
+                raise ModuleNotFoundError("ale_py is not installed", name="ale_py")
+            env = make_atari(env_id, training, frame_stack=frame_stack, **kwargs)
+        else:
+            env = gym.make(env_id, **kwargs)
+    if frame_stack > 1 and not is_atari(env_id):
+        _refuse_stack(env_id, frame_stack, env)
     if seed is not None:
         env.reset(seed=seed)
         env.action_space.seed(seed)
@@ -132,9 +170,13 @@ def spaces_of(observation_space: gym.Space, action_space: gym.Space) -> Spaces:
     )
 
 
-def inspect_env(env_id: str) -> EnvInfo:
-    """Make the env once, check its spaces and return the facts the config and the model need."""
-    env = make_env(env_id)
+def inspect_env(env_id: str, *, frame_stack: int = 1) -> EnvInfo:
+    """Make the env once, check its spaces and return the facts the config and the model need.
+
+    ``frame_stack``: as ``make_env``'s; the spaces are those of the stacked observations (Atari, k > 1:
+    ``obs_shape == (k, 84, 84)``), the same on the native vector env.
+    """
+    env = make_env(env_id, frame_stack=frame_stack)
     try:
         check_spaces(env_id, env.observation_space, env.action_space)
         spec = env.spec
@@ -151,28 +193,67 @@ def inspect_env(env_id: str) -> EnvInfo:
         env.close()
 
 
-def make_vector_env(env_id: str, num_envs: int, training: bool = False) -> gym.vector.VectorEnv:
-    """K copies of ``env_id`` stepped as one batch, in this process (``SerialVectorEnv``).
+def _use_native(env_id: str, native: bool | None, kwargs: dict[str, Any]) -> bool:
+    """Whether to step ``env_id`` in ale-py's C++ vector env: ``native`` None = when it can, True = must."""
+    if native is False:
+        return False
+    if not is_atari(env_id):
+        if native:
+            raise EnvSetupError(f"native: True is not allowed for {env_id}; expected an ALE/ id (or None)")
+        return False
+    why = native_unsupported(env_id, kwargs)
+    if why is not None and native:
+        raise EnvSetupError(f"native: True is not allowed for {env_id}: {why}")
+    return why is None
+
+
+def make_vector_env(
+    env_id: str,
+    num_envs: int,
+    training: bool = False,
+    *,
+    frame_stack: int = 1,
+    native: bool | None = None,
+    **kwargs: Any,
+) -> gym.vector.VectorEnv:
+    """K copies of ``env_id`` stepped as one batch, in this process.
 
     Autoreset is SAME_STEP: when a sub-env ends, ``step`` already returns its reset observation and
     puts the real last observation in ``info["final_obs"]`` (masked by ``info["_final_obs"]``), which a
     truncated step needs for its bootstrap value. Seed it with ``reset(seed=s)``: env i gets ``s + i``.
     The arrays it returns are overwritten by its next step: callers copy them into their own buffers.
-    ``training``: the learner's envs (Atari: episodic life and clipped rewards); the evaluator's are not.
+    ``training``: the learner's envs (Atari: episodic life and clipped rewards, and ``reports_episodes``
+    with the whole games in ``info["episode"]``); the evaluator's are not. ``frame_stack`` and ``kwargs``:
+    as ``make_env``'s.
+
+    Atari ids run in ale-py's C++ vector env (``envs.atari_vector.NativeAtariVectorEnv``, same semantics)
+    when ``native`` is None (the default) and it can take the id and ``kwargs``, or when ``native`` is
+    True (else EnvSetupError); ``native=False``, and every other env, use ``SerialVectorEnv`` over
+    ``make_env``.
     """
-    return SerialVectorEnv([partial(make_env, env_id, training=training)] * num_envs)
+    _check_frame_stack(env_id, frame_stack)
+    if _use_native(env_id, native, kwargs):
+        with _setup_errors(env_id):
+            return NativeAtariVectorEnv(env_id, num_envs, training, frame_stack=frame_stack, **kwargs)
+    fn = partial(make_env, env_id, training=training, frame_stack=frame_stack, **kwargs)
+    return SerialVectorEnv([fn] * num_envs)
 
 
-def make_eval_vector_env(env_id: str, num_envs: int) -> gym.vector.VectorEnv:
+def make_eval_vector_env(
+    env_id: str, num_envs: int, *, frame_stack: int = 1, native: bool | None = None, **kwargs: Any
+) -> gym.vector.VectorEnv:
     """K copies of ``env_id`` for greedy evaluation episodes: the env's own numpy-vectorised implementation
     when it registers one (CartPole-v1's steps 100 envs in ~170 µs, ~10x faster than 100 Python envs),
-    else ``make_vector_env``. Its autoreset mode may be NEXT_STEP: callers play one episode per env and
-    stop counting an env at its first end, so either mode gives the same episodes' returns.
+    else ``make_vector_env`` (Atari: the native C++ envs when ``native`` allows, see there). Its autoreset
+    mode may be NEXT_STEP: callers play one episode per env and stop counting an env at its first end, so
+    either mode gives the same episodes' returns. ``frame_stack``, ``native`` and ``kwargs``: as
+    ``make_vector_env``'s.
     """
-    spec = gym.spec(env_id) if ":" not in env_id and not is_atari(env_id) else None
+    plain = frame_stack == 1 and not kwargs and not native
+    spec = gym.spec(env_id) if plain and ":" not in env_id and not is_atari(env_id) else None
     if spec is not None and spec.vector_entry_point is not None:
         try:
             return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
         except Exception:  # noqa: BLE001 - a vector entry point that cannot be made: the serial envs work
             pass
-    return make_vector_env(env_id, num_envs)
+    return make_vector_env(env_id, num_envs, frame_stack=frame_stack, native=native, **kwargs)

@@ -292,7 +292,7 @@ def test_training_episodes_are_real_games_with_raw_scores(monkeypatch):
             return result
 
     monkeypatch.setattr(atari, "AtariPreprocessing", RawGames)
-    envs = make_vector_env("ALE/SpaceInvaders-v5", 2, training=True)
+    envs = make_vector_env("ALE/SpaceInvaders-v5", 2, training=True, native=False)  # the Python path
     try:
         assert envs.reports_episodes and len(games_of) == 2
         collector = RolloutCollector(envs, 50, seed=0)

@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from envs import EnvSetupError, inspect_env, make_env, make_vector_env
+from envs import EnvSetupError, inspect_env, make_env, make_eval_vector_env, make_vector_env
 
 
 def test_unknown_id_suggests_close_match():
@@ -169,3 +169,39 @@ def test_unbounded_box_actions_are_refused():
 
     with pytest.raises(EnvSetupError, match="finite bounds"):
         check_spaces("Inf-v0", gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-np.inf, np.inf, (2,)))
+
+
+def test_frame_stack_is_refused_for_envs_that_are_not_images():
+    # One line naming the field, the value and what is allowed; from every entry point.
+    expected = "frame_stack: 4 is not allowed for CartPole-v1 (not an image env); expected 1"
+    for make in (
+        lambda: make_env("CartPole-v1", frame_stack=4),
+        lambda: inspect_env("CartPole-v1", frame_stack=4),
+        lambda: make_vector_env("CartPole-v1", 2, frame_stack=4),
+        lambda: make_eval_vector_env("CartPole-v1", 2, frame_stack=4),
+    ):
+        with pytest.raises(EnvSetupError) as excinfo:
+            make()
+        assert str(excinfo.value) == expected
+    # frame_stack=1 is today's env, unchanged.
+    assert inspect_env("CartPole-v1", frame_stack=1).spaces.obs_shape == (4,)
+
+
+@pytest.mark.parametrize("value", [0, -2, 2.0, "4", True])
+def test_frame_stack_must_be_a_positive_integer(value):
+    with pytest.raises(
+        EnvSetupError, match=rf"^frame_stack: {value!r} is not allowed for .*; expected an integer >= 1$"
+    ):
+        make_env("CartPole-v1", frame_stack=value)
+
+
+def test_native_is_only_for_atari_ids():
+    with pytest.raises(
+        EnvSetupError, match=r"^native: True is not allowed for CartPole-v1; expected an ALE/ id"
+    ):
+        make_vector_env("CartPole-v1", 2, native=True)
+    envs = make_vector_env("CartPole-v1", 2, native=None)  # None: the native env where there is one
+    try:
+        assert type(envs).__name__ == "SerialVectorEnv"
+    finally:
+        envs.close()
