@@ -135,6 +135,8 @@ def train_setup(
     else:
         info = inspect_env(env_id)
         config = resolve_config(info, options, parsed)
+        if config.frame_stack > 1:  # the model is built for the stacked observations
+            info = inspect_env(env_id, frame_stack=config.frame_stack)
         checkpoint = None
         run_dir = run_dir or default_run_dir(info.env_id, config.seed)
         check_run_dir(run_dir, force)
@@ -193,7 +195,7 @@ def resume_config(
         )
     if env_id is not None and env_id != saved.env_id:
         raise BadInput(f"--env: {env_id!r} does not match the resumed run's env {saved.env_id!r}")
-    info = inspect_env(saved.env_id)
+    info = inspect_env(saved.env_id, frame_stack=saved.frame_stack)
     try:
         saved_spaces = Spaces.of_checkpoint(checkpoint)
     except (KeyError, TypeError, ValueError):

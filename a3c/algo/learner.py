@@ -108,7 +108,9 @@ class Learner:
         self.local_grad = attach_flat_grad(self.local_model, self.local_flat)
         self.grad_guard = GradViewGuard(self.local_model, self.local_grad)
         torch.manual_seed(seed)
-        envs = make_vector_env(config.env_id, config.envs_per_worker, training=True)
+        envs = make_vector_env(
+            config.env_id, config.envs_per_worker, training=True, frame_stack=config.frame_stack
+        )
         self.dist = action_dist(envs.single_action_space, config.squash)
         reward_scale = None
         if config.reward_scale:

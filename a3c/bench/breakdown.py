@@ -40,6 +40,7 @@ def breakdown(env_id: str = "CartPole-v1", seconds: float = 5.0, warmup_updates:
     torch.set_num_threads(1)
     info = inspect_env(env_id)
     config = resolve_config(info, {"workers": 1}, {})
+    info = inspect_env(env_id, frame_stack=config.frame_stack)
     model, optimizer = build_shared(config, info.spaces)
     learner = Learner(config, model, optimizer, seed=0)
     for _ in range(warmup_updates):

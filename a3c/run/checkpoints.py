@@ -55,7 +55,7 @@ def load_policy(target: Path) -> SavedPolicy:
         raise BadInput(
             f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})"
         ) from None
-    info = inspect_env(config.env_id)
+    info = inspect_env(config.env_id, frame_stack=config.frame_stack)
     if info.spaces != spaces:
         raise BadInput(
             f"checkpoint: {str(path)!r} was trained for spaces {spaces}; {config.env_id} has {info.spaces}"

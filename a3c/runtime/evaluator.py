@@ -159,7 +159,9 @@ class Evaluator:
     def _play(self, episodes: int, should_stop: Callable[[], bool]) -> tuple[np.ndarray, np.ndarray]:
         """``episodes`` greedy episodes of ``self.model``: (returns, lengths)."""
         if episodes not in self.envs:
-            self.envs[episodes] = make_eval_vector_env(self.config.env_id, episodes)
+            self.envs[episodes] = make_eval_vector_env(
+                self.config.env_id, episodes, frame_stack=self.config.frame_stack
+            )
         seed = int(self.rng.integers(2**31 - 1 - episodes))
         return play_greedy(
             self.model, self.envs[episodes], seed, should_stop, self.config.squash, self._normalize()

@@ -21,6 +21,7 @@ def native(env_id: str, num_envs: int = 1, training: bool = True, **kwargs) -> N
     return NativeAtariVectorEnv(env_id, num_envs, training, **kwargs)
 
 
+@pytest.mark.slow  # ~2 s: builds both paths
 def test_make_vector_env_uses_it_for_atari_unless_told_not_to():
     for make in (make_vector_env, make_eval_vector_env):  # the evaluator's: not training
         envs = make("ALE/Pong-v5", 2)
@@ -63,7 +64,7 @@ def test_without_atari_vector_env_the_python_path_is_used(monkeypatch):
         make_vector_env("ALE/Pong-v5", 1, native=True)
 
 
-@pytest.mark.parametrize("frame_stack", [1, 4])
+@pytest.mark.parametrize("frame_stack", [pytest.param(1, marks=pytest.mark.slow), 4])
 def test_spaces_shapes_and_dtypes_match_the_python_path(frame_stack):
     ours = native("ALE/Breakout-v5", 3, frame_stack=frame_stack)
     theirs = make_vector_env("ALE/Breakout-v5", 3, training=True, frame_stack=frame_stack, native=False)
@@ -212,6 +213,7 @@ def play(envs: gym.vector.VectorEnv, seed: int, steps: int) -> list[np.ndarray]:
     return out
 
 
+@pytest.mark.slow  # ~3 s of emulation: kept out of the edit-run loop
 def test_seeding_is_reproducible_and_env_i_gets_seed_plus_i():
     a, b, c = native("ALE/Pong-v5", 2), native("ALE/Pong-v5", 2), native("ALE/Pong-v5", 1)
     try:
@@ -232,6 +234,7 @@ def test_seeding_is_reproducible_and_env_i_gets_seed_plus_i():
             envs.close()
 
 
+@pytest.mark.slow  # ~3 s each of emulation on both paths: kept out of the edit-run loop
 @pytest.mark.parametrize(("game", "frame_stack"), [("ALE/Breakout-v5", 4), ("ALE/SpaceInvaders-v5", 1)])
 @pytest.mark.parametrize("training", [True, False])
 def test_it_is_the_python_path_step_for_step_without_randomness(monkeypatch, game, frame_stack, training):

@@ -440,7 +440,7 @@ def test_finite_check_sees_no_phantom_nan_while_a_worker_writes():
             polls += 1
             assert polls < 10**8, "the writer never changed the weights"
         during = flat_view(model).clone()
-        for _ in range(3000):
+        for _ in range(1500):
             assert not any(non_finite_counts(model).values())
         assert not torch.equal(flat_view(model), during), "the writer stopped before the checks ended"
     finally:
@@ -472,7 +472,7 @@ def test_a_counters_snapshot_is_one_read_of_each_slot():
     thread.start()
     try:
         torn = []
-        for _ in range(3000):
+        for _ in range(1500):
             snap = counters.snapshot()
             if snap["global_step"] != 1000 + int(snap["worker_steps"].sum()):
                 torn.append(snap["global_step"])
@@ -483,4 +483,4 @@ def test_a_counters_snapshot_is_one_read_of_each_slot():
         thread.join(timeout=10)
         sys.setswitchinterval(interval)
     assert not thread.is_alive()
-    assert not torn, f"{len(torn)} of 3000 snapshots summed a different read than they copied"
+    assert not torn, f"{len(torn)} of 1500 snapshots summed a different read than they copied"

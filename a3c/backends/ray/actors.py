@@ -248,7 +248,9 @@ class EvalActor:
             with torch.no_grad():
                 self.flat.copy_(writable_tensor(weights))
             if episodes not in self.envs:
-                self.envs[episodes] = make_eval_vector_env(self.cfg.env_id, episodes)
+                self.envs[episodes] = make_eval_vector_env(
+                    self.cfg.env_id, episodes, frame_stack=self.cfg.frame_stack
+                )
 
             def stepped() -> bool:  # called by play_greedy before every step
                 self.last_step = time.monotonic()
