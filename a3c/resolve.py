@@ -8,6 +8,7 @@ from typing import Any
 from a3c.core.config import Config, coerce, known_keys
 from a3c.core.errors import BadInput
 from envs import EnvInfo, load_preset
+from envs.atari import is_atari
 
 FEED_FORWARD_STACK = 4  # frames a cnn without an LSTM sees (Mnih et al. 2016, A3C FF; DQN)
 
@@ -42,12 +43,13 @@ def check_fits(config: Config, info: EnvInfo) -> Config:
         raise BadInput(
             "obs_norm: true is not allowed with model cnn (pixels are scaled to [0, 1]); expected false"
         )
-    if config.frame_stack > 1 and not info.spaces.image:
+    if config.frame_stack > 1 and not is_atari(info.env_id):
         raise BadInput(
-            f"frame_stack: {config.frame_stack} is not allowed for {info.env_id} (not an image env); "
-            "expected 1"
+            f"frame_stack: {config.frame_stack} is not allowed for {info.env_id} (frames are stacked for "
+            "ALE/ ids only); expected 1"
         )
-    if config.model == "cnn" and not config.lstm_size and config.frame_stack < 2:
+    # Atari only: the frames are ours to stack there (a user's image env may stack its own).
+    if config.model == "cnn" and not config.lstm_size and config.frame_stack < 2 and is_atari(info.env_id):
         raise BadInput(
             f"frame_stack: {config.frame_stack} is not allowed with model cnn and lstm_size 0 (one frame "
             f"shows no motion, and nothing else remembers); expected >= 2 (e.g. {FEED_FORWARD_STACK}), or "
@@ -72,6 +74,7 @@ def resolve_config(info: EnvInfo, options: dict[str, Any], overrides: dict[str, 
     chosen.update({k: v for k, v in options.items() if v is not None})
     chosen.update(overrides)
     values.update(chosen)
-    if "frame_stack" not in chosen and values.get("model") == "cnn" and not values.get("lstm_size"):
+    feed_forward = values.get("model") == "cnn" and not values.get("lstm_size")
+    if "frame_stack" not in chosen and feed_forward and is_atari(info.env_id):
         values["frame_stack"] = FEED_FORWARD_STACK  # the A3C paper's feed-forward agent sees 4 frames
     return check_fits(Config(**values).validate(), info)

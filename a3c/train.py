@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from a3c.monitor import RunMonitor, format_summary
 from a3c.run import checkpoints
 from a3c.run.resume import trim_logs
 from a3c.run.rundir import create_run_dir, run_metadata, write_json
-from a3c.runtime.bundle import build_state
+from a3c.runtime.bundle import SharedState, build_state
 from a3c.runtime.shared import StopReason
 from envs import EnvInfo
 
@@ -83,6 +84,7 @@ class Trainer:
         self.restarts = 0
         self.signal_received: int | None = None
         self.params_finite = True
+        self.handle_failed = False
         self.last_checkpoint = self.last_finite_check = time.monotonic()
 
     # -- the one loop ---------------------------------------------------------------------------------------
@@ -103,7 +105,10 @@ class Trainer:
                 signal.signal(s, handler)
 
     def _loop(self) -> None:
-        self.backend = backend = self._start_backend()
+        interrupted = lambda: self.signal_received is not None  # noqa: E731
+        self.backend = backend = start_backend(
+            self.shared, self.serial, self.resume_index, self._best, interrupted
+        )
         try:
             while not self.stop.is_set():
                 self._take(backend.poll(TICK_S))
@@ -119,30 +124,19 @@ class Trainer:
             self.stop.stop(StopReason.FAILED if self.monitor.errors else StopReason.INTERRUPTED)
             try:
                 # A Ray backend's last sync leaves the final state in the trainer's model and counters.
-                self._take(backend.stop(lambda: self.signal_received is not None))
+                self._take(backend.stop(interrupted))
             finally:
                 self.restarts = backend.restarts
                 self.backend = None
 
-    def _start_backend(self) -> Backend:
-        cfg, shared, resume = self.config, self.shared, self.resume_index
-        eval_seed = child_seed(cfg.seed, cfg.workers, 0, resume)
-        if self.serial:
-            from a3c.backends.serial import SerialBackend
-
-            seeds = (child_seed(cfg.seed, 0, 0, resume), eval_seed)
-            return SerialBackend(shared, seeds, self._best(), lambda: self.signal_received is not None)
-        if cfg.backend == "ray":
-            from a3c.backends.ray.driver import RayRun  # Ray is an extra: imported only when asked for
-
-            return RayRun(shared, (cfg.seed, eval_seed), resume, self._best())
-        from a3c.backends.local import LocalBackend
-
-        return LocalBackend(shared, resume, self._best)
-
     def _take(self, records: list[Any]) -> None:
         for record in records:
-            self.monitor.handle([record] if isinstance(record, EpisodeRecord) else record)
+            try:
+                self.monitor.handle([record] if isinstance(record, EpisodeRecord) else record)
+            except Exception:  # e.g. a CSV write on a full disk: the run must stop, not lose rows silently
+                if not self.handle_failed:  # the first failure says why; the next records still get a try
+                    self.handle_failed = True
+                    self.monitor.errors.append(ErrorRecord("trainer", traceback.format_exc()))
             if isinstance(record, EvalRecord) and record.solved:
                 self.stop.stop(StopReason.SOLVED)
 
@@ -251,3 +245,29 @@ def exit_status(reason: StopReason, errors: list[ErrorRecord], signum: int | Non
     if reason == StopReason.FAILED:
         return EXIT_CODES[reason], f"failed: {errors[0].source}" if errors else "failed"
     return EXIT_CODES[reason], reason.name.lower()
+
+
+def start_backend(
+    shared: SharedState,
+    serial: bool,
+    resume_index: int,
+    best_mean: Callable[[], float],
+    interrupted: Callable[[], bool],
+) -> Backend:
+    """Start the run's backend: ``serial`` (this process), else ``config.backend`` (local or ray). Seeds come
+    from ``child_seed`` (the evaluator's slot is ``workers``); ``best_mean()`` is the best evaluation so far,
+    ``interrupted()`` true once a signal arrived."""
+    cfg = shared.config
+    eval_seed = child_seed(cfg.seed, cfg.workers, 0, resume_index)
+    if serial:
+        from a3c.backends.serial import SerialBackend
+
+        seeds = (child_seed(cfg.seed, 0, 0, resume_index), eval_seed)
+        return SerialBackend(shared, seeds, best_mean(), interrupted)
+    if cfg.backend == "ray":
+        from a3c.backends.ray.driver import RayRun  # Ray is an extra: imported only when asked for
+
+        return RayRun(shared, (cfg.seed, eval_seed), resume_index, best_mean())
+    from a3c.backends.local import LocalBackend
+
+    return LocalBackend(shared, resume_index, best_mean)

@@ -273,7 +273,7 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
         """Start a new game in every env (env i seeded with ``(seed + i) mod 2**31``), FIRE included; return
         (obs [K, ...], an empty info). ``options`` are ignored."""
         for i, env in enumerate(self.envs):
-            obs, info = env.reset(seed=None if seed is None else (seed + i) % SEED_RANGE)
+            obs, info = env.reset(seed=None if seed is None else int((seed + i) % SEED_RANGE))
             self._score[i] = 0.0
             self._length[i] = 0
             self._obs[i] = self._restart(i, obs[0], info, new_game=True)

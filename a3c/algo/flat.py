@@ -99,7 +99,7 @@ class GradViewGuard:
             raise RuntimeError(
                 f"parameters {moved} no longer have their .grad in the flat gradient buffer (a zero_grad() "
                 "or a .grad assignment detached them); the update would apply a zero gradient. Zero the "
-                "flat buffer in place instead (a3c/flat.py attach_flat_grad)"
+                "flat buffer in place instead (a3c/algo/flat.py attach_flat_grad)"
             )
 
 

@@ -76,8 +76,9 @@ class Learner:
         shared_model: the global model (its parameters in shared memory in the spawned case).
         optimizer: the shared optimizer over ``shared_model``'s parameters.
         seed: this worker's seed (envs get seed, seed+1, …; the action sampler and torch get it too).
-        policy_version: the number of updates applied to the shared model so far (all workers); the policy
-            lag of an update is how much it grew between this worker's weight pull and its own step.
+        clock: the run so far, all workers: (updates applied to the shared model, env steps). The policy lag
+            of an update is how much the updates grew between this worker's weight pull and its own step;
+            the learning-rate schedule reads the steps.
         normalizer: the observation normaliser (``config.obs_norm``), feeding and reading the shared stats.
         reward_stats: this worker's writer of the run's shared return statistics (``config.reward_scale``);
             None: private ones (the Ray backend), which a checkpoint does not keep.
@@ -89,12 +90,12 @@ class Learner:
         shared_model: nn.Module,
         optimizer: SharedOptimizer,
         seed: int,
-        policy_version: Callable[[], int] = lambda: 0,
+        clock: Callable[[], tuple[int, int]] = lambda: (0, 0),
         normalizer: ObsNormalizer | None = None,
         reward_stats: ObsNormalizer | None = None,
     ):
         self.config = config
-        self.policy_version = policy_version
+        self.clock = clock
         self.shared_model = shared_model
         self.optimizer = optimizer
         # The shared model's parameters are views into one flat shared buffer, and the optimizer's only
@@ -126,7 +127,7 @@ class Learner:
         """Run one full update and return what it did (a non-finite grad_norm: the step was skipped)."""
         cfg = self.config
         pull_weights(self.local_flat, self.shared_flat)
-        pulled_version = self.policy_version()
+        pulled_version, pulled_steps = self.clock()
         segment, episodes = self.collector.collect(self.policy)
         loss_args = (segment, cfg.gamma, cfg.gae_lambda, cfg.value_coef, cfg.entropy_coef)
         if self.numpy_grad is not None:
@@ -139,9 +140,8 @@ class Learner:
         # One NaN/inf gradient would poison the shared weights and moments of every worker: skip that step.
         if math.isfinite(grad_norm):
             hand_off_gradients(self.local_grad, self.shared_flat)
-            if cfg.lr_schedule != "constant":  # where the run is now: all workers' updates so far
-                steps = pulled_version * cfg.steps_per_update
-                lr = scheduled_lr(cfg.lr, cfg.lr_schedule, steps, cfg.max_steps)
+            if cfg.lr_schedule != "constant":  # where the run was at this update's pull: all workers' steps
+                lr = scheduled_lr(cfg.lr, cfg.lr_schedule, pulled_steps, cfg.max_steps)
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
             self.optimizer.step()
@@ -153,7 +153,7 @@ class Learner:
             loss.entropy,
             grad_norm,
             loss.explained_variance,
-            self.policy_version() - pulled_version,
+            self.clock()[0] - pulled_version,
         )
 
     def close(self) -> None:

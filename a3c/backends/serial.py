@@ -44,7 +44,7 @@ class SerialBackend:
             shared.model,
             shared.optimizer,
             seeds[0],
-            lambda: shared.counters.total_updates,
+            lambda: (shared.counters.total_updates, shared.counters.total_steps),
             None if obs is None else obs.writer(0),
             None if rewards is None else rewards.writer(0),
         )
@@ -75,18 +75,24 @@ class SerialBackend:
         """The trainer's objects are the learner's: nothing to copy."""
 
     def final_evaluation(self) -> list[Any]:
-        """One evaluation played here; empty when ``interrupted()`` cut it short."""
-        return self._evaluate()
+        """The last, partial metrics window (its rate not diluted by the evaluation), then one evaluation
+        played here (none when ``interrupted()`` cut it short)."""
+        return [*self._last_window(), *self._evaluate()]
+
+    def _last_window(self) -> list[Any]:
+        """The metrics of the updates since the last record, once (empty when there are none)."""
+        if not self.window.lags:
+            return []
+        s = self.shared
+        wall_time = round(time.time() - s.start_time, 3)
+        lr = self.learner.optimizer.param_groups[0]["lr"]  # as every row: the rate the last step used
+        return [self.window.record(wall_time, s.counters.total_steps, lr)]
 
     def stop(self, cut_short: Callable[[], bool]) -> list[Any]:
-        """The last, partial metrics window; the learner's envs and the evaluator's files closed."""
-        s = self.shared
-        records: list[Any] = []
+        """The last, partial metrics window (unless the final evaluation took it); the learner's envs and
+        the evaluator's files closed."""
         try:
-            if self.window.lags:
-                wall_time = round(time.time() - s.start_time, 3)
-                records.append(self.window.record(wall_time, s.counters.total_steps, s.config.lr))
+            return self._last_window()
         finally:
             self.learner.close()
             self.evaluator.close()
-        return records

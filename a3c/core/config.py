@@ -273,7 +273,11 @@ class Config:
         checks += [
             self._choice("model"),
             ("lstm_size", self.lstm_size >= 0, "an integer >= 0 (0: no LSTM)"),
-            ("frame_stack", self.frame_stack >= 1, "an integer >= 1"),
+            (
+                "frame_stack",
+                1 <= self.frame_stack <= 4,
+                "an integer in [1, 4] (the conv net takes 4 channels)",
+            ),
             self._choice("gaussian_std"),
             ("init_log_std", -20 <= self.init_log_std <= 2, "a number in [-20, 2]"),
             self._choice("squash"),

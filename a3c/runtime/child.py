@@ -59,7 +59,7 @@ def set_process_name(name: str) -> None:
 def format_error(traceback_text: str, limit: int = 3000) -> str:
     """The tail of a traceback (at most ``limit`` UTF-8 bytes), short enough that its message is one atomic
     pipe write (< 4 KiB): a child killed right after a failure still delivers it whole. (A half record never
-    blocks the trainer, which decodes only whole records: a3c/supervisor.py RecordReader.)"""
+    blocks the trainer, which decodes only whole records: a3c/runtime/pipe.py RecordReader.)"""
     data = traceback_text.encode()
     if len(data) <= limit:
         return traceback_text

@@ -139,8 +139,8 @@ class Evaluator:
             best_selection_mean=self.best_mean,
         )
 
-    # The three steps a remote evaluator (a3c/ray_backend.py) does elsewhere: where the weights and their
-    # step stamps come from, where the episodes are played, and whose CPU time it was.
+    # The three steps a remote evaluator (backends/ray/evaluation.py) does elsewhere: where the weights and
+    # their step stamps come from, where the episodes are played, and whose CPU time it was.
 
     def _pull(self) -> tuple[int, int]:
         """Copy the shared weights into ``self.model``; return the (global_step, updates) they belong to."""

@@ -24,8 +24,8 @@ def test_constant_is_lr_and_linear_decays_to_zero_at_max_steps():
 def test_the_learner_steps_with_the_scheduled_rate(schedule):
     config = Config(env_id="CartPole-v1", lr=1e-3, lr_schedule=schedule, max_steps=1000, t_max=5).validate()
     model, optimizer = build_shared(config, Spaces((4,), 2))
-    updates = [40]  # as if the run had made 40 updates of 5 steps: 200 of 1000 steps
-    learner = Learner(config, model, optimizer, seed=0, policy_version=lambda: updates[0])
+    # As if the run had made 40 updates (of another t_max: a resume may change it) and 200 of 1000 steps.
+    learner = Learner(config, model, optimizer, seed=0, clock=lambda: (40, 200))
     try:
         learner.update()
     finally:

@@ -1,7 +1,7 @@
 """The Ray backend on a real local Ray cluster (started and torn down by each command): it solves CartPole
 with 2 worker actors, survives a killed worker actor (the restarted one trains on), restarts a hung evaluator
 actor, fails cleanly (exit 1, naming it) on a hung parameter server, and its checkpoints resume on the local
-backend and the other way round. Hangs are injected with ``A3C_TEST_HANG`` (a3c/ray_backend.py). Each test
+backend and the other way round. Hangs are injected with ``A3C_TEST_HANG`` (ray/actors.py). Each test
 checks that no process of its command (Ray's own included) is left."""
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def test_a_killed_worker_actor_is_restarted_and_training_continues(tmp_path, tok
 
 def test_a_hung_evaluator_actor_is_killed_restarted_and_the_run_goes_on(tmp_path, token, monkeypatch):
     run_dir = tmp_path / "run"
-    monkeypatch.setenv("A3C_TEST_HANG", "evaluator")  # its first incarnation blocks in play (ray_backend.py)
+    monkeypatch.setenv("A3C_TEST_HANG", "evaluator")  # its first incarnation blocks in play (ray/actors.py)
     result = run_a3c(
         "train", "--env", "CartPole-v1", "--backend", "ray", "--workers", "2", "--target-return", "1e9",
         "--max-seconds", "90", "--set", "hang_timeout=5", "--run-dir", str(run_dir), "--quiet",

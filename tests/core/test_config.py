@@ -317,8 +317,17 @@ def test_frame_stack_is_refused_where_it_cannot_work(cartpole):
     with pytest.raises(BadInput, match="^frame_stack: 1 is not allowed with model cnn and lstm_size 0"):
         resolve_config(IMAGE, {}, {"lstm_size": 0, "frame_stack": 1})
     with pytest.raises(
-        BadInput, match=r"^frame_stack: 4 is not allowed for CartPole-v1 \(not an image env\)"
+        BadInput, match=r"^frame_stack: 4 is not allowed for CartPole-v1 \(frames are stacked"
     ):
         resolve_config(cartpole, {}, {"frame_stack": 4})
-    with pytest.raises(BadInput, match="^frame_stack: 0 is not allowed; expected an integer >= 1"):
-        resolve_config(IMAGE, {}, {"frame_stack": 0})
+    for bad in (0, 5):
+        with pytest.raises(
+            BadInput, match=rf"^frame_stack: {bad} is not allowed; expected an integer in \[1, 4\]"
+        ):
+            resolve_config(IMAGE, {}, {"frame_stack": bad})
+
+
+def test_a_users_image_env_keeps_a_feed_forward_cnn_on_its_own_frames():
+    user = EnvInfo("mypkg.envs:Pixels-v0", Spaces((3, 64, 64), 4), None, None)
+    config = resolve_config(user, {}, {"model": "cnn", "lstm_size": 0})
+    assert config.frame_stack == 1

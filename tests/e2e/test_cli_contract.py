@@ -57,8 +57,9 @@ def test_default_run_dir_is_runs_env_stamp_seed():
 
 # -- one real --serial run in a fresh cwd, without --run-dir, with TensorBoard on --
 
-# confirm_episodes=0: best.pt is chosen by each evaluation's first eval_episodes episodes (a3c/evaluator.py);
-# without confirmation rounds that is eval.csv's mean itself, so the summary's best is eval.csv's maximum.
+# confirm_episodes=0: best.pt is chosen by each evaluation's first eval_episodes episodes
+# (a3c/runtime/evaluator.py); without confirmation rounds that is eval.csv's mean itself, so the summary's
+# best is eval.csv's maximum.
 SERIAL_ARGS = (
     "train --env CartPole-v1 --serial --seed 7 --max-steps 600 --target-return 5 --eval-interval 30 "
     "--set confirm_episodes=0 --tensorboard --quiet"
@@ -225,7 +226,7 @@ def test_summary_json_has_every_key_with_its_type(serial_run):
     )
 
 
-# Every tag a3c/tensorboard.py writes: episodes, then one per metrics and eval field.
+# Every tag a3c/run/tensorboard.py writes: episodes, then one per metrics and eval field.
 TENSORBOARD_TAGS = {
     "charts/episodic_return",
     "charts/episodic_length",

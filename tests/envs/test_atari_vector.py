@@ -22,19 +22,19 @@ def native(env_id: str, num_envs: int = 1, training: bool = True, **kwargs) -> N
 
 
 @pytest.mark.slow  # ~2 s: builds both paths
-def test_make_vector_env_uses_it_for_atari_unless_told_not_to():
+def test_make_vector_env_uses_it_for_atari_when_asked():
     for make in (make_vector_env, make_eval_vector_env):  # the evaluator's: not training
-        envs = make("ALE/Pong-v5", 2)
+        envs = make("ALE/Pong-v5", 2, native=None)
         try:
             assert isinstance(envs, NativeAtariVectorEnv) and envs.reports_episodes is False
         finally:
             envs.close()
-        envs = make("ALE/Pong-v5", 2, native=False)
+        envs = make("ALE/Pong-v5", 2)  # opt-in: the Python path by default
         try:
             assert isinstance(envs, SerialVectorEnv)
         finally:
             envs.close()
-    envs = make_vector_env("ALE/Pong-v5", 2, training=True)
+    envs = make_vector_env("ALE/Pong-v5", 2, training=True, native=True)
     try:
         assert isinstance(envs, NativeAtariVectorEnv) and envs.reports_episodes is True
     finally:
@@ -42,7 +42,7 @@ def test_make_vector_env_uses_it_for_atari_unless_told_not_to():
 
 
 def test_arguments_it_cannot_take_choose_the_python_path_or_are_refused():
-    envs = make_vector_env("ALE/Pong-v5", 1, render_mode="rgb_array")  # None: the Python path can take it
+    envs = make_vector_env("ALE/Pong-v5", 1, native=None, render_mode="rgb_array")  # Python path takes it
     try:
         assert isinstance(envs, SerialVectorEnv)
     finally:
@@ -55,7 +55,7 @@ def test_arguments_it_cannot_take_choose_the_python_path_or_are_refused():
 
 def test_without_atari_vector_env_the_python_path_is_used(monkeypatch):
     monkeypatch.delattr(ale_py, "AtariVectorEnv")  # an ale-py older than 0.11
-    envs = make_vector_env("ALE/Pong-v5", 1)
+    envs = make_vector_env("ALE/Pong-v5", 1, native=None)
     try:
         assert isinstance(envs, SerialVectorEnv)
     finally:

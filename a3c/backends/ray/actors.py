@@ -184,7 +184,11 @@ class RayWorker:
         self.link = GradientLink(flatten_parameters(model), cfg.lr, cfg.sync_every)
         self.link.load(weights)
         self.learner = Learner(
-            cfg, model, self.link, child_seed(seed, worker, restart, resume_index), lambda: self.updates_seen
+            cfg,
+            model,
+            self.link,
+            child_seed(seed, worker, restart, resume_index),
+            lambda: (self.updates_seen, self.global_step),
         )
         self.window = MetricsWindow(worker)
 

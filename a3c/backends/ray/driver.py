@@ -87,51 +87,70 @@ class RayRun:
                 include_dashboard=False,
                 configure_logging=False,
                 log_to_driver=True,
-                runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor (a3c/context.py)
+                runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor (runtime/context.py)
             )
-        config_dict = config.to_dict()
-        dims = (spaces,)
-        base = [int(v) for v in counters.base.tolist()]
-        self.server = ParameterServer.options(num_cpus=0).remote(
-            config_dict, *dims, model.state_dict(), optimizer.state_dict(), base
-        )
-        self.server_answered = False  # until its first answer, the start-up timeout applies
-        self.server_down = False  # hung or dead: never waited on again
-        # The counter slots of the last sync: consistent with the weights the trainer holds, so they are what
-        # the final checkpoint saves if the server is lost.
-        self.synced_slots = np.zeros((3, config.workers), np.int64)
-        worker_seed, eval_seed = seeds
-        self.workers = [
-            RayWorker.options(max_restarts=config.max_restarts, max_task_retries=0).remote(
-                i, config_dict, *dims, self.server, worker_seed, resume_index, start_time
+        try:
+            config_dict = config.to_dict()
+            dims = (spaces,)
+            base = [int(v) for v in counters.base.tolist()]
+            self.server = ParameterServer.options(num_cpus=0).remote(
+                config_dict, *dims, model.state_dict(), optimizer.state_dict(), base
             )
-            for i in range(config.workers)
+            self.server_answered = False  # until its first answer, the start-up timeout applies
+            self.server_down = False  # hung or dead: never waited on again
+            # The counter slots of the last sync: consistent with the weights the trainer holds, so they are
+            # what the final checkpoint saves if the server is lost.
+            self.synced_slots = np.zeros((3, config.workers), np.int64)
+            worker_seed, eval_seed = seeds
+            self.workers = [
+                RayWorker.options(max_restarts=config.max_restarts, max_task_retries=0).remote(
+                    i, config_dict, *dims, self.server, worker_seed, resume_index, start_time
+                )
+                for i in range(config.workers)
+            ]
+            self.loops = {i: w.run.remote() for i, w in enumerate(self.workers)}
+            now = time.monotonic()
+            self.loop_started = [now] * config.workers  # the start-up timeout applies until STARTUP_TIMEOUT_S
+            self.hung: dict[int, str] = {}  # workers killed as hung, why (for their crash report)
+            # Crashed workers whose new incarnation has not registered yet (their registrations at the crash):
+            # a loop started meanwhile may fail as "unavailable", which is not another crash.
+            self.coming_back: dict[int, int] = {}
+            self.started_early: set[int] = set()  # workers whose current loop was started while coming back
+            self.worker_restarts = [0] * config.workers
+            # Retried by RemoteEvaluator itself (max_task_retries=0), so hangs and crashes share one budget.
+            self.eval_actor = actor = EvalActor.options(
+                max_restarts=config.max_restarts, max_task_retries=0
+            ).remote(config_dict, *dims)
+            # The actors keep no shared observation statistics: the evaluation normalises as they do (none).
+            self.evaluator = RemoteEvaluator(
+                dataclasses.replace(shared, obs_stats=None),
+                eval_seed,
+                best_mean,
+                ask_server=self._ask_server,
+                actor=actor,
+            )
+            self.eval_records: queue.Queue[EvalRecord | ErrorRecord] = queue.Queue()
+            self.eval_stop = threading.Event()
+            self.eval_thread = threading.Thread(
+                target=self._evaluate_loop, name="a3c-ray-evaluator", daemon=True
+            )
+            self.eval_thread.start()
+        except BaseException:  # a failed start must not leave actors (or the cluster it started) behind
+            self._tear_down()
+            raise
+
+    def _tear_down(self) -> None:
+        """Kill every actor started so far; shut down a cluster this run started."""
+        actors = [
+            *getattr(self, "workers", []),
+            getattr(self, "eval_actor", None),
+            getattr(self, "server", None),
         ]
-        self.loops = {i: w.run.remote() for i, w in enumerate(self.workers)}
-        now = time.monotonic()
-        self.loop_started = [now] * config.workers  # the start-up timeout applies until STARTUP_TIMEOUT_S
-        self.hung: dict[int, str] = {}  # workers killed as hung, why (for their crash report)
-        # Crashed workers whose new incarnation has not registered yet (their registrations at the crash):
-        # a loop started meanwhile may fail as "unavailable", which is not another crash.
-        self.coming_back: dict[int, int] = {}
-        self.started_early: set[int] = set()  # workers whose current loop was started while coming back
-        self.worker_restarts = [0] * config.workers
-        # Retried by RemoteEvaluator itself (max_task_retries=0), so hangs and crashes share one budget.
-        self.eval_actor = actor = EvalActor.options(
-            max_restarts=config.max_restarts, max_task_retries=0
-        ).remote(config_dict, *dims)
-        # The actors keep no shared observation statistics: the evaluation normalises as they do (none).
-        self.evaluator = RemoteEvaluator(
-            dataclasses.replace(shared, obs_stats=None),
-            eval_seed,
-            best_mean,
-            ask_server=self._ask_server,
-            actor=actor,
-        )
-        self.eval_records: queue.Queue[EvalRecord | ErrorRecord] = queue.Queue()
-        self.eval_stop = threading.Event()
-        self.eval_thread = threading.Thread(target=self._evaluate_loop, name="a3c-ray-evaluator", daemon=True)
-        self.eval_thread.start()
+        for actor in actors:
+            if actor is not None:
+                ray.kill(actor, no_restart=True)
+        if self.started_cluster:
+            ray.shutdown()
 
     @property
     def restarts(self) -> int:
