@@ -92,21 +92,35 @@ class SharedRMSprop(SharedOptimizer):
     """RMSProp with the running mean of squared gradients shared by all workers ("shared RMSProp" of the
     A3C paper, Mnih et al. 2016, which found it more robust than per-worker statistics).
 
-    The update is torch.optim.RMSprop's (not centered, no momentum): θ ← θ − lr · g / (√E[g²] + eps).
+    Two forms (not centered, no momentum):
+
+    - torch's (``tf_style=False``): E[g²] starts at 0 and θ ← θ − lr · g / (√E[g²] + eps). Its first steps
+      are about 10·lr per weight whatever the gradient's size (E[g²] = 0.01·g² after one step).
+    - TensorFlow's (``tf_style=True``, Stable-Baselines3's ``RMSpropTFLike``, what its zoo trains A2C on
+      Atari with): E[g²] starts at 1 and θ ← θ − lr · g / √(E[g²] + eps). The first steps are lr·g, a
+      warm-up that fades as E[g²] forgets its start (0.99ⁿ). On Pong from pixels torch's form killed
+      every unit of the first conv layer within the first minutes (the value then a constant, explained
+      variance 0.000 for 1.46M steps); see envs/presets/ALE-Pong-v5.toml.
     """
 
     # eps 1e-5 and alpha 0.99 are Stable-Baselines3 A2C's RMSprop settings (its ``rms_prop_eps``). The step
     # is lr·g/(√E[g²] + eps): eps bounds it where gradients are tiny. With Adam's 1e-8 (which the config
     # used to pass to both) a parameter whose gradients are ~1e-6 moves as fast as one with large ones.
     def __init__(
-        self, params: Iterable[nn.Parameter], lr: float = 7e-4, alpha: float = 0.99, eps: float = 1e-5
+        self,
+        params: Iterable[nn.Parameter],
+        lr: float = 7e-4,
+        alpha: float = 0.99,
+        eps: float = 1e-5,
+        tf_style: bool = False,
     ):
-        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps))
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, tf_style=tf_style))
         for group in self.param_groups:
             for p in group["params"]:
                 state = self.state[p] = {}
                 state["step"] = torch.zeros((), dtype=torch.float64).share_memory_()
-                state["square_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format).share_memory_()
+                start = torch.ones_like if tf_style else torch.zeros_like
+                state["square_avg"] = start(p, memory_format=torch.preserve_format).share_memory_()
 
     @torch.no_grad()
     def step(self) -> None:
@@ -119,20 +133,25 @@ class SharedRMSprop(SharedOptimizer):
                 state["step"] += 1
                 square_avg = state["square_avg"]
                 square_avg.mul_(group["alpha"]).addcmul_(p.grad, p.grad, value=1 - group["alpha"])
-                p.addcdiv_(p.grad, square_avg.sqrt().add_(group["eps"]), value=-group["lr"])
+                if group["tf_style"]:
+                    denom = square_avg.add(group["eps"]).sqrt_()
+                else:
+                    denom = square_avg.sqrt().add_(group["eps"])
+                p.addcdiv_(p.grad, denom, value=-group["lr"])
 
 
 def make_optimizer(
     name: str, params: Iterable[torch.Tensor], lr: float, eps: float | None = None
 ) -> SharedOptimizer:
-    """The shared optimizer called ``name`` ("adam" or "rmsprop"); ``eps`` None: that optimizer's own default
-    (Adam 1e-8 as in Kingma & Ba and torch; RMSprop 1e-5 as in Stable-Baselines3's A2C)."""
+    """The shared optimizer called ``name`` ("adam", "rmsprop" or "rmsprop_tf": see ``SharedRMSprop``);
+    ``eps`` None: that optimizer's own default (Adam 1e-8 as in Kingma & Ba and torch; RMSprop 1e-5 as in
+    Stable-Baselines3's A2C)."""
     kwargs = {} if eps is None else {"eps": eps}
     if name == "adam":
         return SharedAdam(params, lr=lr, **kwargs)
-    if name == "rmsprop":
-        return SharedRMSprop(params, lr=lr, **kwargs)
-    raise ValueError(f"optimizer: {name!r} is not one of adam, rmsprop")
+    if name in ("rmsprop", "rmsprop_tf"):
+        return SharedRMSprop(params, lr=lr, tf_style=name == "rmsprop_tf", **kwargs)
+    raise ValueError(f"optimizer: {name!r} is not one of adam, rmsprop, rmsprop_tf")
 
 
 def shared_tensors(model: nn.Module, optimizer: SharedOptimizer) -> list[torch.Tensor]:

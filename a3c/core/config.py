@@ -62,7 +62,11 @@ class Config:
         default=1.0, metadata={"help": "GAE λ in [0, 1]; 1 = n-step returns (A3C paper)"}
     )
     optimizer: str = field(
-        default="adam", metadata={"help": "shared optimizer: adam or rmsprop", "choices": ("adam", "rmsprop")}
+        default="adam",
+        metadata={
+            "help": "shared optimizer: adam, rmsprop (torch's) or rmsprop_tf (TensorFlow's, SB3's Atari one)",
+            "choices": ("adam", "rmsprop", "rmsprop_tf"),
+        },
     )
     lr: float = field(default=1e-3, metadata={"help": "learning rate, > 0"})
     lr_schedule: str = field(
@@ -74,7 +78,9 @@ class Config:
     )
     optimizer_eps: float | None = field(
         default=None,
-        metadata={"help": "optimizer epsilon, > 0; none: the optimizer's own (adam 1e-8, rmsprop 1e-5)"},
+        metadata={
+            "help": "optimizer epsilon, > 0; none: the optimizer's own (adam 1e-8, both rmsprops 1e-5)"
+        },
     )
     value_coef: float = field(default=0.5, metadata={"help": "weight of the value loss"})
     entropy_coef: float = field(default=0.01, metadata={"help": "weight of the entropy bonus"})

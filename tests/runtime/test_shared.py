@@ -102,6 +102,61 @@ def test_shared_rmsprop_equals_torch_rmsprop(lr, alpha, eps):
     assert_params_close(model_a, model_b)
 
 
+class TfStyleRMSprop(torch.optim.Optimizer):
+    """TensorFlow's RMSProp written out for the test: E[g²] starts at 1, eps inside the square root."""
+
+    def __init__(self, params, lr: float, alpha: float, eps: float):
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                ms = self.state[p].setdefault("ms", torch.ones_like(p))
+                ms.mul_(group["alpha"]).add_((1 - group["alpha"]) * p.grad**2)
+                p.sub_(group["lr"] * p.grad / torch.sqrt(ms + group["eps"]))
+
+
+@pytest.mark.parametrize(("lr", "alpha", "eps"), [(7e-4, 0.99, 1e-5), (0.01, 0.9, 1e-8), (0.1, 0.5, 1e-3)])
+def test_rmsprop_tf_equals_tensorflow_form(lr, alpha, eps):
+    model_a, model_b = run_both(
+        lambda ps: (
+            make_optimizer("rmsprop_tf", ps, lr=lr, eps=eps)
+            if alpha == 0.99
+            else SharedRMSprop(ps, lr=lr, alpha=alpha, eps=eps, tf_style=True)
+        ),
+        lambda ps: TfStyleRMSprop(ps, lr=lr, alpha=alpha, eps=eps),
+    )
+    assert_params_close(model_a, model_b)
+
+
+def test_rmsprop_tf_equals_stable_baselines3s():
+    sb2_compat = pytest.importorskip("stable_baselines3.common.sb2_compat.rmsprop_tf_like")
+    model_a, model_b = run_both(
+        lambda ps: make_optimizer("rmsprop_tf", ps, lr=7e-4),
+        lambda ps: sb2_compat.RMSpropTFLike(ps, lr=7e-4, alpha=0.99, eps=1e-5),
+    )
+    assert_params_close(model_a, model_b)
+
+
+def test_rmsprop_tf_starts_with_small_steps():
+    # torch's form moves every weight by about 10·lr on its first step whatever the gradient's size (what
+    # killed Pong's first conv layer); TensorFlow's moves it by about lr·g.
+    steps = {}
+    for name in ("rmsprop", "rmsprop_tf"):
+        p = nn.Parameter(torch.zeros(3))
+        opt = make_optimizer(name, [p], lr=1e-3)
+        p.grad = torch.tensor([1e-2, 1e-1, 1.0])
+        opt.step()
+        steps[name] = -p.detach()
+    torch.testing.assert_close(steps["rmsprop"], torch.full((3,), 1e-2), rtol=1e-2, atol=0)
+    torch.testing.assert_close(
+        steps["rmsprop_tf"], 1e-3 * torch.tensor([1e-2, 1e-1, 1.0]), rtol=1e-2, atol=0
+    )
+
+
 def test_make_optimizer_names():
     model = make_model()
     adam = make_optimizer("adam", model.parameters(), lr=0.02, eps=1e-4)
@@ -114,7 +169,7 @@ def test_make_optimizer_names():
         make_optimizer("sgd", model.parameters(), lr=0.1, eps=1e-8)
 
 
-@pytest.mark.parametrize("name, eps", [("adam", 1e-8), ("rmsprop", 1e-5)])
+@pytest.mark.parametrize("name, eps", [("adam", 1e-8), ("rmsprop", 1e-5), ("rmsprop_tf", 1e-5)])
 def test_each_optimizer_keeps_its_own_eps_unless_the_config_sets_one(name, eps):
     # The run's optimizer as the trainer builds it from a config that leaves optimizer_eps alone: RMSprop
     # with Adam's 1e-8 took near sign steps at first (√E[g²] ≈ |g|·0.1 after one step).
@@ -132,6 +187,7 @@ OPTIMIZERS = {
     "SharedRMSprop": lambda ps: SharedRMSprop(ps, lr=1e-3),
     "make_optimizer(adam)": lambda ps: make_optimizer("adam", ps, lr=1e-3, eps=1e-8),
     "make_optimizer(rmsprop)": lambda ps: make_optimizer("rmsprop", ps, lr=1e-3, eps=1e-8),
+    "make_optimizer(rmsprop_tf)": lambda ps: make_optimizer("rmsprop_tf", ps, lr=1e-3),
 }
 
 
