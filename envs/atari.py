@@ -6,10 +6,13 @@
 LSTM, so one uint8 frame ``[1, 84, 84]`` is the observation; ``frame_stack=k`` gives the last k frames
 ``[k, 84, 84]`` (oldest first) for a feed-forward model.
 
-The v5 ids keep their defaults on purpose: sticky actions (``repeat_action_probability=0.25``, Machado et
-al. 2018) and ``max_num_frames_per_episode=108000``. The v5 specs register no ``max_episode_steps``, so no
-``TimeLimit`` wrapper is added; the time limit is ALE's own: after 108000 emulator frames (27000 agent steps
-at frame skip 4, 30 minutes of play at 60 Hz) a step returns ``truncated=True``.
+The legacy ``<Game>NoFrameskip-v4`` ids get the same preprocessing; their one difference is the
+literature's setting, no sticky actions (``repeat_action_probability=0``): use them to compare with
+published curves (DQN, A3C, baselines). The v5 ids keep their defaults on purpose: sticky actions
+(``repeat_action_probability=0.25``, Machado et al. 2018) and ``max_num_frames_per_episode=108000``. The
+v5 specs register no ``max_episode_steps``, so no ``TimeLimit`` wrapper is added; the time limit is ALE's
+own: after 108000 emulator frames (27000 agent steps at frame skip 4, 30 minutes of play at 60 Hz) a step
+returns ``truncated=True``.
 
 ``envs.atari_vector.NativeAtariVectorEnv`` gives the same semantics from ale-py's C++ vector env; what
 both share (the FIRE rule, the constants) is here.
@@ -30,6 +33,9 @@ from gymnasium.wrappers import (
 )
 
 ATARI_NAMESPACE = "ALE/"
+# ale-py's legacy ids, e.g. "PongNoFrameskip-v4": the literature's setting (no sticky actions, as DQN, A3C and
+# baselines/SB3 curves were measured), with the same preprocessing and presets as the game's v5 id.
+LEGACY_SUFFIX = "NoFrameskip-v4"
 SCREEN_SIZE = 84
 FRAME_SKIP = 4
 NOOP_MAX = 30
@@ -42,8 +48,17 @@ _registered = False
 
 
 def is_atari(env_id: str) -> bool:
-    """True for ids in ale-py's ``ALE/`` namespace, e.g. ``"ALE/Pong-v5"``."""
-    return env_id.startswith(ATARI_NAMESPACE)
+    """True for ids in ale-py's ``ALE/`` namespace, e.g. ``"ALE/Pong-v5"``, and its legacy no-sticky-actions
+    ids, e.g. ``"PongNoFrameskip-v4"``."""
+    return env_id.startswith(ATARI_NAMESPACE) or (env_id.endswith(LEGACY_SUFFIX) and "/" not in env_id)
+
+
+def v5_id(env_id: str) -> str:
+    """The ``ALE/<Game>-v5`` id of the same game: ``"PongNoFrameskip-v4"`` → ``"ALE/Pong-v5"``; a v5 id
+    is itself. Presets are kept once per game, under this id."""
+    if env_id.endswith(LEGACY_SUFFIX) and "/" not in env_id:
+        return f"{ATARI_NAMESPACE}{env_id[: -len(LEGACY_SUFFIX)]}-v5"
+    return env_id
 
 
 def register_atari() -> bool:
@@ -176,7 +191,7 @@ def make_atari(env_id: str, training: bool, frame_stack: int = 1, **kwargs: Any)
     """Make an ``ALE/<Game>-v5`` env with DeepMind preprocessing; observations are uint8 ``[k, 84, 84]``.
 
     Args:
-        env_id: an id in the ``ALE/`` namespace, e.g. ``"ALE/Pong-v5"``.
+        env_id: an id in the ``ALE/`` namespace, e.g. ``"ALE/Pong-v5"``, or a ``"<Game>NoFrameskip-v4"`` one.
         training: True for the learner's env: episodic life and rewards clipped to their sign. False for
             evaluation: real episodes and raw scores.
         frame_stack: k, the frames per observation (oldest first); 1 (the default) is one frame.
@@ -212,7 +227,10 @@ def make_atari(env_id: str, training: bool, frame_stack: int = 1, **kwargs: Any)
         ValueError: ``env_id`` is not an ``ALE/`` id, ``frameskip`` is passed, or ``frame_stack`` < 1.
     """
     if not is_atari(env_id):
-        raise ValueError(f"make_atari: {env_id!r} is not an Atari id (expected {ATARI_NAMESPACE}<Game>-v5)")
+        raise ValueError(
+            f"make_atari: {env_id!r} is not an Atari id (expected {ATARI_NAMESPACE}<Game>-v5 or "
+            f"<Game>{LEGACY_SUFFIX})"
+        )
     if "frameskip" in kwargs:
         raise ValueError("make_atari: do not pass frameskip; AtariPreprocessing skips frames")
     if frame_stack < 1:

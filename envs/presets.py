@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envs.atari import is_atari, v5_id
+
 PRESET_DIR = Path(__file__).parent / "presets"
 
 
@@ -24,8 +26,9 @@ def preset_path(env_id: str) -> Path:
 
 
 def load_preset(env_id: str) -> dict[str, Any] | None:
-    """The preset's values as a dict, or None when the env has no preset."""
-    path = preset_path(env_id)
+    """The preset's values as a dict, or None when the env has no preset. A legacy Atari id
+    (``PongNoFrameskip-v4``) takes its game's v5 preset (``ALE-Pong-v5.toml``)."""
+    path = preset_path(v5_id(env_id))
     if not path.exists():
         return None
     with path.open("rb") as f:
@@ -44,7 +47,7 @@ class PresetInfo:
 
 def env_extra(env_id: str) -> str | None:
     """The setup.cfg extra an env needs: atari (ale-py) for ALE ids, mujoco for MuJoCo envs, else None."""
-    if env_id.startswith("ALE/"):
+    if is_atari(env_id):
         return "atari"
     import gymnasium as gym
 

@@ -16,7 +16,8 @@ require_extra("ale_py", "atari")
 from gymnasium.wrappers import TransformReward  # noqa: E402
 
 from envs import atari  # noqa: E402
-from envs.atari import EpisodicLife, FireReset, is_atari, make_atari, register_atari  # noqa: E402
+from envs.atari import EpisodicLife, FireReset, is_atari, make_atari, register_atari, v5_id  # noqa: E402
+from envs.presets import load_preset  # noqa: E402
 
 
 def wrapper_types(env: gym.Env) -> list[type]:
@@ -33,7 +34,17 @@ def test_is_atari():
     assert is_atari("ALE/Pong-v5")
     assert is_atari("ALE/Breakout-v5")
     assert not is_atari("CartPole-v1")
-    assert not is_atari("PongNoFrameskip-v4")
+    assert is_atari("PongNoFrameskip-v4")  # the literature's no-sticky-actions setting
+    assert not is_atari("Pong-v4")  # frame skip 4 in the emulator: AtariPreprocessing skips instead
+
+
+def test_legacy_id_plays_without_sticky_actions_and_takes_the_v5_preset():
+    env = make_atari("PongNoFrameskip-v4", training=False, frame_stack=4)
+    assert env.observation_space.shape == (4, 84, 84)
+    assert env.unwrapped.ale.getFloat("repeat_action_probability") == 0.0
+    env.close()
+    assert load_preset("PongNoFrameskip-v4") == load_preset("ALE/Pong-v5") is not None
+    assert v5_id("BreakoutNoFrameskip-v4") == "ALE/Breakout-v5" and v5_id("ALE/Pong-v5") == "ALE/Pong-v5"
 
 
 def test_register_atari_registers_ale_ids():
