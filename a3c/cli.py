@@ -12,8 +12,12 @@ from typing import Any
 
 import click
 
+from a3c.bench.command import bench
 from a3c.core.errors import BadInput
+from a3c.export import export_command
 from a3c.options import config_options, train_setup
+from a3c.tune import tune
+from a3c.video import play_episodes, record_best, require_video, video_dir, video_flag, video_option
 from envs import EnvSetupError
 
 BAD_INPUT = (BadInput, EnvSetupError)
@@ -37,6 +41,9 @@ def cli() -> None:
     help="Where the run's files go.  [default: runs/<env-id>/<YYYYmmdd-HHMMSS>-s<seed>]",
 )
 @click.option("--force", is_flag=True, help="Replace an existing run in --run-dir.")
+@click.option(
+    "--no-preset", is_flag=True, help="Ignore the env's preset: the defaults derived from the env only."
+)
 @config_options("max_steps", "max_seconds", "target_return", "eval_interval", "eval_episodes")
 @click.option(
     "--set",
@@ -60,6 +67,7 @@ def cli() -> None:
     "--serial", is_flag=True, help="One worker in this process, no child processes (debugging, tests)."
 )
 @click.option("--quiet", is_flag=True, help="No live progress display.")
+@video_flag
 def train(
     env_id: str | None,
     run_dir: Path | None,
@@ -75,6 +83,8 @@ def train(
     Exit codes: 0 finished (solved or budget spent), 1 failure, 2 bad input, 130 SIGINT, 143 SIGTERM.
     """
     # The Config fields' options (a3c.options) come in ``options``, by field name, None where not given.
+    if video := options.pop("video"):  # not a Config field: a resume neither keeps nor refuses it
+        require_video()
     if not serial and options["backend"] != "ray":  # first: the forkserver imports torch while we do too
         from a3c.runtime.context import start_early
 
@@ -93,7 +103,8 @@ def train(
         show_progress=not quiet,
         resume=setup.checkpoint,
     )
-    sys.exit(trainer.run())
+    code = trainer.run()
+    sys.exit(record_best(setup.run_dir, code) if video else code)
 
 
 @cli.command()
@@ -101,7 +112,8 @@ def train(
 @click.option("--episodes", type=int, default=10, help="Greedy episodes to play.")
 @click.option("--seed", type=int, default=12345, help="Seed of the evaluation episodes.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
-def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
+@video_option
+def evaluate(target: Path, episodes: int, seed: int, as_json: bool, video: Path | None) -> None:
     """Play greedy episodes with a checkpoint (a run dir: its checkpoints/best.pt) and report the return."""
     from a3c.run.checkpoints import load_policy
 
@@ -109,9 +121,10 @@ def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
         raise BadInput(f"--episodes: {episodes} is not allowed; expected an integer >= 1")
     if not 0 <= seed < 2**31 - episodes:
         raise BadInput(f"--seed: {seed} is not allowed; expected an integer in [0, 2**31 - episodes)")
+    folder = None if video is None else video_dir(video)  # the extra and the folder, before any work
     saved = load_policy(target)
     path, config = saved.path, saved.config
-    returns, lengths = saved.play(episodes, seed)
+    returns, lengths, videos = play_episodes(saved, episodes, seed, folder)
     result = {
         "checkpoint": str(path),
         "env_id": config.env_id,
@@ -122,6 +135,7 @@ def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
         "max_return": float(returns.max()),
         "mean_length": float(lengths.mean()),
         "seed": seed,
+        **({"videos": videos} if folder else {}),
     }
     if as_json:
         click.echo(json.dumps(result))
@@ -131,6 +145,8 @@ def evaluate(target: Path, episodes: int, seed: int, as_json: bool) -> None:
             f"over {episodes} episodes (min {result['min_return']:.1f}, max {result['max_return']:.1f}) "
             f"— {path}"
         )
+        for v in videos:
+            click.echo(f"video: {v['path']} (return {v['return']:.1f}, length {v['length']})")
 
 
 @cli.command()
@@ -153,47 +169,6 @@ def envs(as_json: bool) -> None:
         extra = p.extra or "-"
         installed = "yes" if p.installed else f"no: pip install -e '.[{p.extra}]'"
         click.echo(f"{p.env_id:<28} {target:>8}  {extra:<8} {installed}")
-
-
-@cli.command()
-@click.option("--seeds", type=int, default=5, show_default=True, help="Time-to-solve runs per side.")
-@click.option(
-    "--seconds",
-    type=float,
-    default=20.0,
-    show_default=True,
-    help="Length of each throughput run (after warm-up).",
-)
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path),
-    default=Path("bench/results"),
-    show_default=True,
-    help="Folder for the JSON results.",
-)
-@click.option("--repeats", type=int, default=2, show_default=True, help="Runs of each throughput setting.")
-def bench(seeds: int, seconds: float, out: Path, repeats: int) -> None:
-    """Ours against Stable-Baselines3 A2C on CartPole-v1, side by side: time to solve, throughput, and where
-    one worker's time goes. Prints a markdown table; writes JSON under OUT. Needs the `bench` extra."""
-    try:
-        import stable_baselines3  # noqa: F401
-    except ImportError:
-        raise BadInput(
-            "bench: needs stable-baselines3 for the peer; install the extra: pip install -e '.[bench]' "
-            "(make bench does)"
-        ) from None
-    if seeds < 1:
-        raise BadInput(f"--seeds: {seeds} is not allowed; expected an integer >= 1")
-    if not seconds > 0:
-        raise BadInput(f"--seconds: {seconds} is not allowed; expected a number > 0")
-    if repeats < 1:
-        raise BadInput(f"--repeats: {repeats} is not allowed; expected an integer >= 1")
-    from a3c.bench.harness import run_bench
-    from a3c.bench.plan import BenchPlan
-
-    results = run_bench(BenchPlan(seeds=seeds, seconds=seconds, repeats=repeats), out)
-    click.echo(results["markdown"])
-    click.echo(f"\nJSON: {results['path']}  ({results['bench_s']:.0f} s)")
 
 
 def _analysis():
@@ -261,6 +236,11 @@ def config_keys() -> None:
             continue
         default = f.default if f.default is not MISSING else "-"
         click.echo(f"{f.name:<16} {default!s:<10} {f.metadata.get('help', '')}")
+
+
+cli.add_command(bench)  # a3c bench: its options live in a3c.bench.command
+cli.add_command(tune)  # a3c tune: its options and logic live in a3c.tune
+cli.add_command(export_command)  # a3c export: its logic lives in a3c.export
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -111,7 +111,8 @@ def train_setup(
 
     Args:
         env_id: ``--env``, None when not given.
-        options: the config options by field name, None where not given.
+        options: the config options by field name, None where not given; and ``no_preset`` (``--no-preset``:
+            the env's preset is ignored, derived defaults only), if given.
         overrides: the ``--set KEY=VALUE`` items.
         run_dir, force, resume, serial: ``--run-dir``, ``--force``, ``--resume``, ``--serial``.
     """
@@ -125,16 +126,19 @@ def train_setup(
         raise BadInput(f"--workers: {workers} is not allowed with --serial; expected 1")
     parsed = parse_set(overrides)
     options = {**options, "workers": 1 if serial else workers}
+    use_preset = not options.pop("no_preset", False)
     if resume is not None:
         if run_dir is not None or force:
             raise BadInput("--resume: RUN_DIR is the run dir; --run-dir and --force are not allowed with it")
+        if not use_preset:
+            raise BadInput("--no-preset: not allowed with --resume (the run's saved config is used)")
         config, info, checkpoint = resume_config(resume, env_id, options, parsed)
         run_dir = resume
     elif env_id is None:
         raise BadInput("--env: missing; expected a Gymnasium env id (or --resume RUN_DIR)")
     else:
         info = inspect_env(env_id)
-        config = resolve_config(info, options, parsed)
+        config = resolve_config(info, options, parsed, use_preset=use_preset)
         if config.frame_stack > 1:  # the model is built for the stacked observations
             info = inspect_env(env_id, frame_stack=config.frame_stack)
         checkpoint = None

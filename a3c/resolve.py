@@ -60,16 +60,19 @@ def check_fits(config: Config, info: EnvInfo) -> Config:
     return config
 
 
-def resolve_config(info: EnvInfo, options: dict[str, Any], overrides: dict[str, Any]) -> Config:
+def resolve_config(
+    info: EnvInfo, options: dict[str, Any], overrides: dict[str, Any], use_preset: bool = True
+) -> Config:
     """Build and validate the config of a run.
 
     Args:
         info: the inspected env.
         options: command-line options that were given (None values mean "not given").
         overrides: typed ``--set`` values; they win over everything.
+        use_preset: False: the env's preset is ignored (``--no-preset``), as for an env without one.
     """
     values: dict[str, Any] = {"env_id": info.env_id, **env_defaults(info)}
-    preset = load_preset(info.env_id) or {}
+    preset = (load_preset(info.env_id) if use_preset else None) or {}
     chosen = {k: coerce(k, v) for k, v in known_keys(preset, f"preset of {info.env_id}").items()}
     chosen.update({k: v for k, v in options.items() if v is not None})
     chosen.update(overrides)

@@ -35,6 +35,7 @@ from envs import EnvInfo
 TICK_S = 0.1  # supervision period: how often the trainer looks at children, budgets and signals
 FINITE_CHECK_S = 1.0  # how often the shared parameters are checked for NaN/inf
 EXIT_CODES = {StopReason.SOLVED: 0, StopReason.MAX_STEPS: 0, StopReason.MAX_SECONDS: 0, StopReason.FAILED: 1}
+EXIT_CODES[StopReason.PRUNED] = 0  # ``on_eval`` asked to stop (a3c tune pruned the run): a clean end
 
 
 class Trainer:
@@ -49,6 +50,9 @@ class Trainer:
         force: replace an earlier run in ``run_dir``.
         show_progress: the live display.
         resume: a checkpoint from ``load_resume_checkpoint`` to continue from.
+
+    Set ``on_eval`` before ``run()`` to see each EvalRecord as it arrives; when it returns True the run stops
+    (exit 0, exit_reason "pruned"): how ``a3c tune`` reports a trial's curve and prunes it.
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class Trainer:
         if resume is not None:
             self.monitor.resumed(resume, episodes_kept)
         self.backend: Backend | None = None  # while the loop runs
+        self.on_eval: Callable[[EvalRecord], bool] | None = None
         self.restarts = 0
         self.signal_received: int | None = None
         self.params_finite = True
@@ -139,6 +144,8 @@ class Trainer:
                     self.monitor.errors.append(ErrorRecord("trainer", traceback.format_exc()))
             if isinstance(record, EvalRecord) and record.solved:
                 self.stop.stop(StopReason.SOLVED)
+            if isinstance(record, EvalRecord) and self.on_eval is not None and self.on_eval(record):
+                self.stop.stop(StopReason.PRUNED)  # the first reason wins: a solved run stays solved
 
     def _on_signal(self, signum, _frame) -> None:
         # Only record it; the loop acts on it within one tick.

@@ -13,6 +13,9 @@ import numpy as np
 import torch
 
 _KEYS = ("mean", "var", "count")
+# normalize(): z = (obs - mean) / sqrt(var + OBS_VAR_EPS), clipped to [-OBS_CLIP, OBS_CLIP]. Named here
+# because the exported policy (a3c.algo.greedy_net) applies the same numbers inside its graph.
+OBS_CLIP, OBS_VAR_EPS = 10.0, 1e-8
 
 
 class RunningMeanStd:
@@ -76,9 +79,9 @@ class RunningMeanStd:
         self._var[...] = m2 / total
         self._count[...] = total
 
-    def normalize(self, obs: np.ndarray, clip: float = 10.0) -> np.ndarray:
+    def normalize(self, obs: np.ndarray, clip: float = OBS_CLIP) -> np.ndarray:
         """(obs - mean) / sqrt(var + 1e-8), clipped to [-clip, clip]: float32, the shape of ``obs``."""
-        z = (np.asarray(obs, dtype=np.float64) - self._mean) / np.sqrt(self._var + 1e-8)
+        z = (np.asarray(obs, dtype=np.float64) - self._mean) / np.sqrt(self._var + OBS_VAR_EPS)
         return np.clip(z, -clip, clip).astype(np.float32)
 
     def copy_from(self, other: RunningMeanStd) -> None:

@@ -35,6 +35,7 @@ RUN_ENTRIES = {
     "summary.json",
     "checkpoints",
     "tensorboard",
+    "videos",
 }
 
 

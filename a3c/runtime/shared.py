@@ -106,6 +106,7 @@ class StopReason(enum.IntEnum):
     MAX_SECONDS = 3
     INTERRUPTED = 4
     FAILED = 5
+    PRUNED = 6  # the trainer's on_eval asked to stop (a3c tune pruning a trial)
 
     @property
     def is_budget(self) -> bool:

@@ -160,6 +160,19 @@ def test_preset_values_appear(cartpole):
             assert getattr(config, name) == getattr(Config(env_id="x"), name), name
 
 
+def test_no_preset_gives_the_derived_defaults(cartpole):
+    config = resolve_config(cartpole, {"t_max": None}, {}, use_preset=False)
+    assert config == Config(env_id="CartPole-v1", target_return=475.0)  # the spec's threshold, no preset
+    assert resolve_config(cartpole, {}, {}) != config
+
+
+def test_no_preset_is_refused_with_resume(tmp_path):
+    from a3c.options import train_setup
+
+    with pytest.raises(BadInput, match="--no-preset: not allowed with --resume"):
+        train_setup(None, {"no_preset": True}, (), run_dir=None, force=False, resume=tmp_path, serial=False)
+
+
 def test_options_override_preset_and_set_overrides_options(cartpole):
     preset = load_preset("CartPole-v1")
     base = resolve_config(cartpole, {}, {})
@@ -254,6 +267,7 @@ def test_every_preset_resolves_into_a_valid_config():
         "Hopper-v5",
         "ALE/Pong-v5",
         "ALE/Breakout-v5",
+        "FrozenLake-v1",
     }
     for preset in presets:
         values = load_preset(preset.env_id)

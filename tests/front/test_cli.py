@@ -40,7 +40,7 @@ def bad(capsys, *args: str) -> str:
     ("args", "expected"),
     [
         (["--env", "CartPol-v1"], ["--env", "'CartPol-v1'", "CartPole-v1"]),
-        (["--env", "Blackjack-v1"], ["not supported yet", "Tuple("]),
+        (["--env", "tests.envs.space_envs:TextObs-v0"], ["not supported yet", "Text("]),
         (["--env", "CartPole-v1", "--workers", "0"], ["workers", "0", ">= 1"]),
         (["--env", "CartPole-v1", "--set", "lr=0"], ["lr", "0", "> 0"]),
         (["--env", "CartPole-v1", "--set", "lr=-1e-3"], ["lr", "-0.001"]),
@@ -173,6 +173,10 @@ def test_evaluate_run_dir_without_checkpoints(capsys, tmp_path):
 NO_DEFAULT = {"env_id": "", "resume": "", "overrides": "", "ray_address": "none starts one", "run_dir": ""}
 # Config fields whose default is None: what that means, as the help must say it.
 NONE_MEANS = {"max_steps": "no limit", "max_seconds": "no limit", "target_return": "reward_threshold"}
+NONE_MEANS["video"] = "no videos"  # a3c evaluate --video DIR
+NONE_MEANS |= {"storage": "study.db", "study_dir": "runs/tune/<env-id>", "space_items": "docs/tune.md"}
+NONE_MEANS["fmt"] = "onnx"  # a3c export --format: from the output's suffix, else onnx
+NONE_MEANS |= {"seeds": "5; races: 3", "peer": "zoo; default with --suite", "env_ids": "CartPole bench"}
 
 
 def shown_default(help_text: str) -> str | None:

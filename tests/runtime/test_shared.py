@@ -152,9 +152,7 @@ def test_rmsprop_tf_starts_with_small_steps():
         opt.step()
         steps[name] = -p.detach()
     torch.testing.assert_close(steps["rmsprop"], torch.full((3,), 1e-2), rtol=1e-2, atol=0)
-    torch.testing.assert_close(
-        steps["rmsprop_tf"], 1e-3 * torch.tensor([1e-2, 1e-1, 1.0]), rtol=1e-2, atol=0
-    )
+    torch.testing.assert_close(steps["rmsprop_tf"], 1e-3 * torch.tensor([1e-2, 1e-1, 1.0]), rtol=1e-2, atol=0)
 
 
 def test_make_optimizer_names():

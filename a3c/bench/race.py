@@ -1,0 +1,168 @@
+"""``a3c bench --env ID`` / ``--suite``: ours against Stable-Baselines3 A2C on any env, the same wall-clock
+budget per run, seeds side by side (ours, then the peer, per seed: machine drift hits both alike).
+
+Ours is ``python -m a3c train --env ID --seed S --max-seconds T`` (its preset, or none with
+``no_preset``); the peer is ``python -m a3c.bench.sb3_race`` with the zoo's or SB3's default settings.
+Both are timed from the moment this harness launched them. Per env the table gives the seeds that reached
+the target, the median time and steps to it (over the seeds that did), the median final greedy return
+(the last evaluation of each run) and the median env steps/s.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+# The suite of issue 14: every env with presets disabled for ours, SB3's default settings for the peer.
+SUITE = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3", "HalfCheetah-v5", "Hopper-v5")
+
+
+def _python(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def _check(proc: subprocess.CompletedProcess, what: str) -> None:
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+
+
+def _last_eval(run_dir: Path) -> float | None:
+    with (run_dir / "eval.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    return float(rows[-1]["mean_return"]) if rows else None
+
+
+def ours_race(env_id: str, seed: int, seconds: float, work: Path, no_preset: bool) -> dict[str, Any]:
+    """One ``a3c train`` run of ``env_id`` for ``seconds``; its result in the race's terms."""
+    run_dir = work / f"ours-{env_id.replace('/', '-')}-{seed}"
+    launch = time.time()
+    proc = _python(
+        "-m", "a3c", "train", "--env", env_id, "--seed", str(seed), "--max-seconds", str(seconds),
+        "--run-dir", str(run_dir), "--quiet", *(["--no-preset"] if no_preset else []), timeout=seconds + 300,
+    )  # fmt: skip
+    _check(proc, f"a3c train {env_id} (seed {seed})")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    config = json.loads((run_dir / "config.json").read_text())
+    solved = bool(summary["solved"])
+    return {
+        "solved": solved,
+        "time_to_solve_s": summary["start_unix"] + summary["time_to_solve_s"] - launch if solved else None,
+        "steps": summary["steps_to_solve"] if solved else summary["total_steps"],
+        "final_return": _last_eval(run_dir),
+        "best_return": summary["best_mean_return"],
+        "steps_per_s": summary["steps_per_s"],
+        "target": config["target_return"],
+        "eval_interval": config["eval_interval"],
+        "eval_episodes": config["eval_episodes"],
+    }
+
+
+def peer_race(
+    env_id: str, settings: str, seed: int, seconds: float, target: float | None, eval_every_s: float,
+    eval_episodes: int,
+) -> dict[str, Any]:  # fmt: skip
+    """One ``a3c.bench.sb3_race`` run with the same budget and target as ours."""
+    launch = time.time()
+    proc = _python(
+        "-m", "a3c.bench.sb3_race", "--env", env_id, "--settings", settings, "--seed", str(seed),
+        "--seconds", str(seconds), "--launch", repr(launch), "--eval-every-s", str(eval_every_s),
+        "--eval-episodes", str(eval_episodes), *([] if target is None else ["--target", str(target)]),
+        timeout=seconds + 300,
+    )  # fmt: skip
+    _check(proc, f"sb3_race {env_id} (seed {seed})")
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1])
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def summarize_side(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Solved seeds, median time/steps to the target (solved runs), median final return and steps/s."""
+    solved = [r for r in runs if r["solved"]]
+    return {
+        "solved": len(solved),
+        "seeds": len(runs),
+        "median_time_to_solve_s": _median([r["time_to_solve_s"] for r in solved]),
+        "median_steps_to_solve": _median([r["steps"] for r in solved]),
+        "median_final_return": _median([r["final_return"] for r in runs]),
+        "median_steps_per_s": _median([r["steps_per_s"] for r in runs]),
+    }
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def race_markdown(results: dict[str, Any]) -> str:
+    """One row per env and side."""
+    lines = [
+        "| env | side | solved | median time to target (s) | median steps to target | "
+        "median final greedy return | median steps/s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for env_id, sides in results["envs"].items():
+        for side in ("ours", "sb3"):
+            s = sides[side]["summary"]
+            lines.append(
+                f"| {env_id} | {side} | {s['solved']}/{s['seeds']} | {_fmt(s['median_time_to_solve_s'])} | "
+                f"{_fmt(s['median_steps_to_solve'], 0)} | {_fmt(s['median_final_return'])} | "
+                f"{_fmt(s['median_steps_per_s'], 0)} |"
+            )
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RacePlan:
+    """What one race measures: the envs, seeds per side, the budget per run and the peer's settings."""
+
+    env_ids: tuple[str, ...]
+    seeds: int = 3
+    seconds: float = 300.0
+    peer_settings: str = "default"  # "zoo" or "default" (sb3_race)
+    no_preset: bool = False  # ours on derived defaults, its presets disabled
+
+
+def _line(env_id: str, seed: int, side: str, run: dict[str, Any]) -> str:
+    return f"{env_id} seed {seed}: {side} {_fmt(run['time_to_solve_s'])} s, final {_fmt(run['final_return'])}"
+
+
+def run_race(
+    plan: RacePlan, out_dir: Path, work: Path, log=lambda msg: print(msg, file=sys.stderr, flush=True)
+) -> dict[str, Any]:
+    """Race every env of ``plan``; write ``out_dir/race-<time>.json`` as it goes and return the results."""
+    results: dict[str, Any] = {**asdict(plan), "envs": {}}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"race-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    for env_id in plan.env_ids:
+        ours, peer = [], []
+        for seed in range(plan.seeds):
+            o = ours_race(env_id, seed, plan.seconds, work, plan.no_preset)
+            ours.append(o)
+            log(_line(env_id, seed, "ours", o))
+            # The peer evaluates in its training loop: at least 2 s apart (ours may evaluate every 0.1 s, in
+            # its own process, under a CPU share).
+            every = max(o["eval_interval"], 2.0)
+            p = peer_race(
+                env_id, plan.peer_settings, seed, plan.seconds, o["target"], every, o["eval_episodes"]
+            )
+            peer.append(p)
+            log(_line(env_id, seed, "sb3 ", p))
+            results["envs"][env_id] = {
+                "ours": {"runs": ours, "summary": summarize_side(ours)},
+                "sb3": {"runs": peer, "summary": summarize_side(peer)},
+            }
+            path.write_text(json.dumps(results, indent=2) + "\n")  # as it goes: a long race keeps its rows
+    results["markdown"] = race_markdown(results)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    results["path"] = str(path)
+    return results

@@ -1,0 +1,95 @@
+"""``a3c tune`` as a user runs it: a short study on CartPole that resumes to more trials, survives a killed
+trial, prints its table, and writes a preset that ``a3c train`` trains with. Needs the ``tune`` extra."""
+
+from __future__ import annotations
+
+import os
+import signal
+import tomllib
+
+import pytest
+
+from tests.conftest import data_rows, end, popen_a3c, read_json, require_extra, run_a3c, wait_until
+
+pytestmark = pytest.mark.slow
+
+TRIAL = ["--env", "CartPole-v1", "--trial-seconds", "2", "--seed", "0"]
+
+
+def tune(study_dir, token, trials: int, *extra: str):
+    require_extra("optuna", "tune")
+    args = ["tune", *TRIAL, "--trials", str(trials), "--study-dir", str(study_dir), *extra]
+    result = run_a3c(*args, timeout=300, token=token)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def table_rows(stdout: str) -> list[list[str]]:
+    """The summary table's rows as [trial, state, value, solved_s, params] (the best's * dropped)."""
+    lines = stdout[stdout.index(" trial  state") :].splitlines()[1:]
+    rows = [line.replace("*", " ", 1).split(maxsplit=4) for line in lines]
+    return [row for row in rows if row and row[0].isdigit()]
+
+
+def test_a_study_resumes_to_more_trials_and_its_preset_trains(tmp_path, token, monkeypatch):
+    study = tmp_path / "study"
+    first = tune(study, token, 2, "--serial")
+    assert [row[:2] for row in table_rows(first)] == [["0", "COMPLETE"], ["1", "COMPLETE"]]
+    assert (study / "study.db").is_file() and (study / "best-preset.toml").is_file()
+    for number in (0, 1):  # each trial is an ordinary run dir: a3c runs / plot / the notebook read it
+        summary = read_json(study / f"trial-{number:03d}" / "summary.json")
+        assert summary["exit_reason"] in ("max_seconds", "solved") and data_rows(study / "trial-000/eval.csv")
+
+    more = tune(study, token, 3, "--serial")
+    assert [row[0] for row in table_rows(more)] == ["0", "1", "2"] and "trial 2: complete" in more
+    assert (
+        len({row[4] for row in table_rows(more)}) == 3
+    )  # the resumed sampler drew a new point, not trial 0's
+
+    again = tune(study, token, 3, "--serial")
+    assert "trial 3" not in again and table_rows(again) == table_rows(more)  # already reached: the table only
+    assert not (study / "trial-003").exists()
+
+    # The preset, where a3c train looks for presets: a short run trains with its values.
+    preset = tomllib.loads((study / "best-preset.toml").read_text())
+    presets = tmp_path / "presets"
+    presets.mkdir()
+    (presets / "CartPole-v1.toml").write_text((study / "best-preset.toml").read_text())
+    monkeypatch.setattr("envs.presets.PRESET_DIR", presets)
+    from a3c.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                "train",
+                "--env",
+                "CartPole-v1",
+                "--serial",
+                "--max-seconds",
+                "2",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+    assert exit_info.value.code == 0
+    config = read_json(tmp_path / "run" / "config.json")
+    assert {key: config[key] for key in preset} == {**preset, "workers": 1}  # --serial trains one worker
+
+
+def test_a_killed_trial_does_not_block_the_resume(tmp_path, token):
+    require_extra("optuna", "tune")
+    study = tmp_path / "study"
+    args = ["tune", *TRIAL, "--trials", "1", "--study-dir", str(study)]  # spawned workers, as by default
+    proc = popen_a3c(*args, token=token)
+    try:
+        wait_until(proc, lambda: data_rows(study / "trial-000" / "episodes.csv") >= 5, timeout=120)
+        os.killpg(
+            proc.pid, signal.SIGKILL
+        )  # the whole session: no Ctrl-C handler runs, the trial stays RUNNING
+        proc.wait(timeout=30)
+    finally:
+        end(proc)
+    resumed = tune(study, token, 1)
+    assert "trial 0: was left running by an interrupted a3c tune; marked failed" in resumed
+    assert [row[:2] for row in table_rows(resumed)] == [["0", "FAIL"], ["1", "COMPLETE"]]
+    assert read_json(study / "trial-001" / "summary.json")["exit_reason"] in ("max_seconds", "solved")

@@ -1,0 +1,65 @@
+"""The race (``a3c bench --env/--suite``): its summary and table from known numbers, the peer's settings, and
+one real race at a small scale."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from a3c.bench.race import RacePlan, race_markdown, run_race, summarize_side
+from a3c.bench.sb3_race import settings_for
+from tests.conftest import require_extra
+
+
+def run(t: float | None, steps: int, final: float, rate: float = 1000.0) -> dict:
+    return {"solved": t is not None, "time_to_solve_s": t, "steps": steps, "final_return": final,
+            "steps_per_s": rate}  # fmt: skip
+
+
+def test_summary_takes_medians_over_the_solved_seeds_only():
+    side = summarize_side([run(10.0, 1000, 500.0), run(None, 9000, 20.0), run(30.0, 3000, 480.0)])
+    assert side["solved"] == 2 and side["seeds"] == 3
+    assert side["median_time_to_solve_s"] == 20.0 and side["median_steps_to_solve"] == 2000
+    assert side["median_final_return"] == 480.0  # every seed's final return counts
+    none = summarize_side([run(None, 10, -500.0)])
+    assert none["median_time_to_solve_s"] is None and none["median_final_return"] == -500.0
+
+
+def test_table_has_a_row_per_env_and_side():
+    sides = {"ours": {"summary": summarize_side([run(5.0, 100, 500.0)])},
+             "sb3": {"summary": summarize_side([run(None, 100, 9.5)])}}  # fmt: skip
+    table = race_markdown({"envs": {"CartPole-v1": sides}})
+    assert "| CartPole-v1 | ours | 1/1 | 5.0 | 100 | 500.0 | 1,000 |" in table
+    assert "| CartPole-v1 | sb3 | 0/1 | - | - | 9.5 | 1,000 |" in table
+
+
+def test_peer_settings_are_the_zoos_or_the_defaults():
+    assert settings_for("CartPole-v1", "zoo") == {"n_envs": 8, "ent_coef": 0.0}
+    assert settings_for("Acrobot-v1", "default") == {"n_envs": 1}
+    assert settings_for("ALE/Pong-v5", "zoo")["n_envs"] == 16
+    assert settings_for("PongNoFrameskip-v4", "zoo")["rmsprop_tf"] is True
+    assert settings_for("Unknown-v0", "zoo") == {"n_envs": 1}  # no zoo entry: the defaults
+
+
+def test_bench_race_refuses_an_unknown_env_before_running(capsys):
+    from a3c.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--env", "NoSuchEnv-v0", "--budget", "5"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.startswith("error: --env: unknown environment"), err
+
+
+@pytest.mark.slow
+def test_a_small_race_runs_both_sides_and_writes_its_json(tmp_path):
+    require_extra("stable_baselines3", "bench")
+    plan = RacePlan(("CartPole-v1",), seeds=1, seconds=20.0, peer_settings="zoo")
+    results = run_race(plan, tmp_path / "out", tmp_path, log=lambda msg: None)
+    saved = json.loads(Path(results["path"]).read_text())
+    for side in ("ours", "sb3"):
+        (one,) = saved["envs"]["CartPole-v1"][side]["runs"]
+        assert one["steps"] > 0 and one["final_return"] is not None
+    assert saved["envs"]["CartPole-v1"]["ours"]["runs"][0]["solved"]  # 20 s solves CartPole with its preset
+    assert "| CartPole-v1 | sb3 |" in results["markdown"]
