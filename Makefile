@@ -12,7 +12,7 @@ WORKERS ?=
 RUN ?=
 ARGS ?=
 
-.PHONY: train evaluate test test-fast lint clean install notebook bench
+.PHONY: train evaluate test test-fast lint clean install notebook bench bench-suite bench-atari
 
 install: $(STAMP)
 
@@ -38,6 +38,15 @@ test-fast: $(STAMP)
 # JSON under bench/results/. The dev install already holds the `bench` extra (stable-baselines3).
 bench: $(STAMP)
 	$(BIN)/a3c bench $(ARGS)
+
+# Races (a3c bench --env/--suite): ours against SB3 A2C with the same wall-clock budget per run, 3 seeds.
+# The suite: six envs, ours without presets against SB3's defaults, 5 minutes a run (about 3 hours).
+bench-suite: $(STAMP)
+	$(BIN)/a3c bench --suite $(ARGS)
+
+# Pong from pixels against SB3 A2C's zoo Atari settings, 30 minutes a run (3 hours).
+bench-atari: $(STAMP)
+	$(BIN)/a3c bench --env ALE/Pong-v5 --budget 1800 $(ARGS)
 
 notebook: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[notebooks]' -c constraints.txt

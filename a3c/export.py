@@ -89,8 +89,10 @@ def signature(
     return described
 
 
-def metadata(saved: SavedPolicy, described: dict[str, str]) -> dict[str, str]:
-    """What a client needs to know besides the graph: the env it was trained on and how it was made."""
+def metadata(saved: SavedPolicy, described: dict[str, str], obs_encoding: str = "none") -> dict[str, str]:
+    """What a client needs to know besides the graph: the env it was trained on and how it was made, and how
+    the env's observation becomes ``obs`` (``obs_encoding``: none, one_hot or flatten, as
+    ``envs.space_check``; a FrozenLake policy takes the one-hot float32 [N, 16])."""
     import a3c
 
     config = saved.config
@@ -100,6 +102,7 @@ def metadata(saved: SavedPolicy, described: dict[str, str]) -> dict[str, str]:
         "frame_stack": str(config.frame_stack),
         "obs_norm": str(config.obs_norm).lower(),
         "squash": config.squash,
+        "obs_encoding": obs_encoding,
         "checkpoint": str(saved.path),
         "signature": json.dumps(described),
     }
@@ -171,9 +174,7 @@ def export_policy(target: Path, output: Path, fmt: str | None = None) -> Exporte
     if output.resolve() == saved.path.resolve():
         raise BadInput(f"--output: {str(output)!r} is the checkpoint itself; choose another file")
     spaces = Spaces.of_checkpoint(load_checkpoint(saved.path))  # load_policy checked them against the env
-    dist = ActionDist(
-        spaces.continuous, spaces.n_actions, spaces.action_low, spaces.action_high, saved.config.squash
-    )
+    dist = ActionDist.of_spaces(spaces, saved.config.squash)
     module = greedy_module(saved.model, dist, saved.obs_stats)
     recurrent = bool(getattr(saved.model, "recurrent", False))
     inputs = example_inputs(saved.model, spaces.obs_shape)
@@ -181,7 +182,7 @@ def export_policy(target: Path, output: Path, fmt: str | None = None) -> Exporte
         outputs = module(*inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     described = signature(inputs, outputs, recurrent)
-    props = metadata(saved, described)
+    props = metadata(saved, described, spaces.obs_encoding)
     with torch.no_grad():
         if fmt == "onnx":
             data = onnx_bytes(module, inputs, recurrent, props)

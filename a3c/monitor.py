@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from a3c.algo.health import HealthWarning, LearningHealth
 from a3c.core.config import Config
 from a3c.core.records import ErrorRecord, EvalRecord, MetricsRecord
 from a3c.progress import Progress
@@ -45,6 +46,8 @@ class RunMonitor:
         self.best_selection: float | None = None  # its first eval_episodes' mean, what best.pt is chosen by
         self.errors: list[ErrorRecord] = []
         self.progress = Progress(config.max_steps, enabled=show_progress)
+        self.health = LearningHealth(None)  # the trainer gives it the policy's maximum entropy
+        self.warnings: list[HealthWarning] = []
 
     def resumed(self, checkpoint: dict[str, Any], episodes_kept: int) -> None:
         """Continue from a resumed checkpoint: its episode count (episodes.csv's rows kept), best, solve."""
@@ -54,6 +57,10 @@ class RunMonitor:
         self.best_selection = checkpoint.get("best_selection_mean", self.best_mean)
         solved = checkpoint.get("solved_at")
         self.solved_at = None if solved is None else (float(solved[0]), int(solved[1]))
+
+    def best_or_nothing(self) -> float:
+        """The selection mean of the evaluation best.pt holds; -inf before any (every evaluation beats it)."""
+        return -float("inf") if self.best_selection is None else self.best_selection
 
     def checkpoint_fields(self) -> dict[str, Any]:
         """What a checkpoint keeps of the monitor, for ``resumed``."""
@@ -72,6 +79,9 @@ class RunMonitor:
         if isinstance(record, MetricsRecord):
             self.metrics_log.write(record)
             self.lag_by_worker[record.worker] = record.policy_lag_mean
+            for warning in self.health.observe(record, solved=self.solved_at is not None):
+                self.warnings.append(warning)
+                self.progress.warn(f"warning: {warning.message}")
         elif isinstance(record, list):
             for episode in record:
                 # Workers stamp their records concurrently, so one may arrive a few steps "late": keeping
@@ -134,6 +144,15 @@ class RunMonitor:
             "restarts": restarts,
             "skipped_updates": self.counters.total_skipped,
             "best_selection_mean": self.best_selection,
+            "warnings": [
+                {
+                    "kind": w.kind,
+                    "global_step": w.global_step,
+                    "wall_time": round(w.wall_time, 3),
+                    "message": w.message,
+                }
+                for w in self.warnings
+            ],  # fmt: skip
         }
 
     def close(self) -> None:
@@ -159,4 +178,5 @@ def format_summary(summary: dict[str, Any], run_dir: Path) -> str:
         f"{summary['total_steps']:,} steps in {summary['wall_s']:.1f} s "
         f"= {summary['steps_per_s']:,} steps/s; "
         f"exit: {summary['exit_reason']}\nrun dir: {run_dir}"
+        + "".join(f"\nwarning: {w['message']}" for w in summary.get("warnings", []))
     )

@@ -79,6 +79,15 @@ class Progress:
                 flush=True,
             )
 
+    def warn(self, line: str) -> None:
+        """Show one warning line above the bar (or between the plain lines); nothing when disabled."""
+        if not self.enabled:
+            return
+        if self.live:
+            self.bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream, flush=True)
+
     def close(self) -> None:
         """Close the bar (a disabled one, when not live, shows nothing)."""
         self.bar.close()

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from a3c.algo.health import LearningHealth, max_entropy
 from a3c.algo.optim import non_finite_counts
 from a3c.backends.base import Backend, BackendFailed
 from a3c.core.config import Config
@@ -82,6 +83,7 @@ class Trainer:
         self.start_time = time.time() - wall_before  # wall_time continues across a resume
         self.shared = dataclasses.replace(state, run_dir=self.run_dir, start_time=self.start_time)
         self.monitor = RunMonitor(config, self.run_dir, self.counters, self.start_time, show_progress, serial)
+        self.monitor.health = LearningHealth(max_entropy(info.spaces))  # a categorical's entropy is checked
         if resume is not None:
             self.monitor.resumed(resume, episodes_kept)
         self.backend: Backend | None = None  # while the loop runs
@@ -112,7 +114,7 @@ class Trainer:
     def _loop(self) -> None:
         interrupted = lambda: self.signal_received is not None  # noqa: E731
         self.backend = backend = start_backend(
-            self.shared, self.serial, self.resume_index, self._best, interrupted
+            self.shared, self.serial, self.resume_index, self.monitor.best_or_nothing, interrupted
         )
         try:
             while not self.stop.is_set():
@@ -213,9 +215,6 @@ class Trainer:
             self._check_finite()
             return
         checkpoints.save_last(self.run_dir / "checkpoints", payload, self.config.keep_checkpoints)
-
-    def _best(self) -> float:
-        return -float("inf") if self.monitor.best_selection is None else self.monitor.best_selection
 
     # -- the end ---------------------------------------------------------------------------------------------
 

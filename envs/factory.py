@@ -15,11 +15,9 @@ import numpy as np
 from a3c.core.spaces import Spaces
 from envs.atari import is_atari, make_atari, register_atari
 from envs.atari_vector import NativeAtariVectorEnv, native_unsupported
+from envs.errors import EnvSetupError
 from envs.serial import SerialVectorEnv
-
-
-class EnvSetupError(ValueError):
-    """An env id that cannot be made, or a space this project does not support yet (bad input, exit 2)."""
+from envs.space_check import check_spaces, encode_observations, observation_encoding, spaces_of
 
 
 @dataclass(frozen=True)
@@ -38,7 +36,8 @@ class EnvInfo:
 
     @property
     def n_actions(self) -> int:
-        """Discrete: the number of actions; Box: the number of action dimensions (``spaces.n_actions``)."""
+        """The policy head's outputs: Discrete: the number of actions; Box: the number of action dimensions
+        (more in ``Spaces``'s docstring)."""
         return self.spaces.n_actions
 
 
@@ -88,9 +87,18 @@ def _refuse_stack(env_id: str, frame_stack: int, env: gym.Env) -> None:
 
 
 def make_env(
-    env_id: str, seed: int | None = None, training: bool = False, *, frame_stack: int = 1, **kwargs: Any
+    env_id: str,
+    seed: int | None = None,
+    training: bool = False,
+    *,
+    frame_stack: int = 1,
+    encode: bool = True,
+    **kwargs: Any,
 ) -> gym.Env:
     """Make one env (time limit included, from its spec), reset it once with ``seed`` when one is given.
+
+    ``encode``: observations as the model takes them (``envs.space_check.encode_observations``: a Discrete
+    one-hot, a Tuple or Dict flattened, as float32); False: as the env gives them.
 
     Atari ids (``ALE/...``) get the standard preprocessing (``envs.atari.make_atari``); ``training`` adds the
     parts only the learner sees there (episodic life, reward clipping); ``frame_stack`` k > 1 stacks the
@@ -112,6 +120,8 @@ def make_env(
             env = gym.make(env_id, **kwargs)
     if frame_stack > 1 and not is_atari(env_id):
         _refuse_stack(env_id, frame_stack, env)
+    if encode:
+        env = encode_observations(env)
     if seed is not None:
         env.reset(seed=seed)
         env.action_space.seed(seed)
@@ -127,56 +137,14 @@ def _extra_hint(module: str | None) -> str:
     return f"; install it with pip install -e '.[{extra}]'" if extra else ""
 
 
-def check_spaces(env_id: str, observation_space: gym.Space, action_space: gym.Space) -> None:
-    """Accept Discrete or bounded 1-D Box actions, and flat (1-D) or image ([C, H, W]) Box observations; name
-    anything else as not supported."""
-    box = gym.spaces.Box
-    bounded = isinstance(action_space, box) and bool(
-        np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
-    )
-    if not (isinstance(action_space, gym.spaces.Discrete) or (bounded and len(action_space.shape) == 1)):
-        raise EnvSetupError(
-            f"--env: {env_id!r} has action space {action_space}, which is not supported yet "
-            "(supported: Discrete, or a 1-D Box with finite bounds)"
-        )
-    if not (isinstance(observation_space, box) and len(observation_space.shape) in (1, 3)):
-        raise EnvSetupError(
-            f"--env: {env_id!r} has observation space {observation_space}, which is not supported yet "
-            "(supported: a flat 1-D Box, or an image Box [C, H, W])"
-        )
-    shape = observation_space.shape
-    # The conv net takes uint8 pixels, channels first, at least 36x36 (its two strided convs).
-    if len(shape) == 3 and not (
-        observation_space.dtype == np.uint8 and shape[0] <= 4 and min(shape[1:]) >= 36
-    ):
-        raise EnvSetupError(
-            f"--env: {env_id!r} has image observations {observation_space}, which is not supported yet "
-            "(supported: uint8 pixels [C, H, W], C <= 4, H and W >= 36; an [H, W, C] env needs a "
-            "channels-first wrapper such as gymnasium.wrappers.TransformObservation)"
-        )
-
-
-def spaces_of(observation_space: gym.Space, action_space: gym.Space) -> Spaces:
-    """The ``Spaces`` of checked observation and action spaces."""
-    shape = tuple(int(x) for x in observation_space.shape)
-    if isinstance(action_space, gym.spaces.Discrete):
-        return Spaces(shape, int(action_space.n))
-    return Spaces(
-        shape,
-        int(action_space.shape[0]),
-        True,
-        tuple(float(x) for x in action_space.low),
-        tuple(float(x) for x in action_space.high),
-    )
-
-
 def inspect_env(env_id: str, *, frame_stack: int = 1) -> EnvInfo:
     """Make the env once, check its spaces and return the facts the config and the model need.
 
     ``frame_stack``: as ``make_env``'s; the spaces are those of the stacked observations (Atari, k > 1:
-    ``obs_shape == (k, 84, 84)``), the same on the native vector env.
+    ``obs_shape == (k, 84, 84)``), the same on the native vector env. ``obs_shape`` is that of the encoded
+    observations (``make_env``'s ``encode``).
     """
-    env = make_env(env_id, frame_stack=frame_stack)
+    env = make_env(env_id, frame_stack=frame_stack, encode=False)  # the env's own spaces, to check and name
     try:
         check_spaces(env_id, env.observation_space, env.action_space)
         spec = env.spec
@@ -254,7 +222,11 @@ def make_eval_vector_env(
     spec = gym.spec(env_id) if plain and ":" not in env_id and not is_atari(env_id) else None
     if spec is not None and spec.vector_entry_point is not None:
         try:
-            return gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
+            envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="vector_entry_point")
         except Exception:  # noqa: BLE001 - a vector entry point that cannot be made: the serial envs work
-            pass
+            envs = None
+        if envs is not None and observation_encoding(envs.single_observation_space) == "none":
+            return envs
+        if envs is not None:  # observations to encode: make_env's wrappers do that
+            envs.close()
     return make_vector_env(env_id, num_envs, frame_stack=frame_stack, native=native, **kwargs)

@@ -3,6 +3,9 @@ log-probabilities and entropies (torch, for the loss).
 
 A policy output ``out`` is one array per observation:
 - Discrete(A): ``out`` [N, A] logits of a categorical policy.
+- MultiDiscrete(nvec): ``out`` [N, sum(nvec)] logits, one categorical per dimension; MultiBinary(A): ``out``
+  [N, A] logits, one Bernoulli per bit (``a3c.algo.factored``). Their actions are int64 [N, D] and int8
+  [N, A], what the env takes.
 - Box(A): ``out`` [N, 2A] = (mean, log_std) of a diagonal Gaussian over an unbounded ``u``. The env gets
   ``u`` clipped to the bounds ("clip", as SB3 does: the log-prob is that of ``u``, the sample that was drawn),
   or squashed into them, ``low + (tanh(u) + 1)(high - low)/2`` ("tanh": the log-prob carries the change of
@@ -18,6 +21,14 @@ from functools import cached_property
 
 import numpy as np
 import torch
+
+from a3c.algo.factored import (
+    bernoulli_log_prob_entropy,
+    bits_from_logits,
+    group_argmax,
+    multi_categorical_log_prob_entropy,
+)
+from a3c.core.spaces import Spaces
 
 # Bounds on log σ: σ in [e^-20, e^2]. The rollout (numpy) and the loss (torch) clamp alike.
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -36,9 +47,12 @@ class ActionDist:
     """The action distribution of one env's action space.
 
     Args:
-        continuous: Box actions (Gaussian) instead of Discrete ones (categorical).
-        n: the number of actions (Discrete) or action dimensions (Box).
+        continuous: Box actions (Gaussian) instead of discrete ones.
+        n: the number of actions (Discrete), action dimensions (Box), logits (MultiDiscrete: sum(nvec)) or
+            bits (MultiBinary): ``Spaces.n_actions``.
         low, high: a Box's bounds [n]. squash: "clip" or "tanh" (see the module docstring).
+        nvec: MultiDiscrete: the choices per action dimension (empty otherwise).
+        binary: MultiBinary: ``n`` independent bits.
     """
 
     continuous: bool
@@ -46,36 +60,82 @@ class ActionDist:
     low: tuple[float, ...] = ()
     high: tuple[float, ...] = ()
     squash: str = "clip"
+    nvec: tuple[int, ...] = ()
+    binary: bool = False
+
+    @classmethod
+    def of_spaces(cls, spaces: Spaces, squash: str = "clip") -> ActionDist:
+        """The distribution of the actions of ``spaces`` (a checkpoint's, or ``envs.inspect_env``'s);
+        ``squash`` applies to Box actions only."""
+        return cls(
+            spaces.continuous,
+            spaces.n_actions,
+            spaces.action_low,
+            spaces.action_high,
+            squash if spaces.continuous else "clip",
+            spaces.action_nvec,
+            spaces.multi_binary,
+        )
+
+    @property
+    def kind(self) -> str:
+        """The kind: "discrete", "box", "multi_discrete" or "multi_binary" (as ``Spaces.action_kind``)."""
+        if self.continuous:
+            return "box"
+        if self.nvec:
+            return "multi_discrete"
+        return "multi_binary" if self.binary else "discrete"
 
     @property
     def out_size(self) -> int:
-        """Values of ``out`` per observation: A logits, or 2A (mean and log σ)."""
+        """Values of ``out`` per observation: n logits, or 2n (mean and log σ)."""
         return 2 * self.n if self.continuous else self.n
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        """One action's shape as stored: () Discrete, (n,) Box and MultiBinary, (len(nvec),) MultiDiscrete."""
+        if self.nvec:
+            return (len(self.nvec),)
+        return (self.n,) if self.continuous or self.binary else ()
+
+    @property
+    def action_dtype(self) -> type:
+        """The stored actions' dtype: float32 for Box (the sample ``u``), int8 for bits, else int64."""
+        if self.continuous:
+            return np.float32
+        return np.int8 if self.binary else np.int64
 
     # -- numpy: rollouts and greedy play --------------------------------------------------------------------
 
     def noise(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        """Noise for ``shape`` = (T, B) samples at once: Gumbel [T, B, A] (discrete) or N(0, 1) [T, B, A]."""
-        draw = rng.standard_normal if self.continuous else rng.gumbel
+        """Noise for ``shape`` = (T, B) samples at once, [T, B, n]: Gumbel (Discrete, MultiDiscrete),
+        logistic (MultiBinary) or N(0, 1) (Box)."""
+        draw = rng.standard_normal if self.continuous else rng.logistic if self.binary else rng.gumbel
         return draw(size=(*shape, self.n)).astype(np.float32)
 
     def sample(self, out: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        """Samples of the policies ``out`` [B, P] with ``noise`` [B, A]: int64 [B] or float32 ``u`` [B, A].
+        """Samples of the policies ``out`` [B, P] with ``noise`` [B, n]: Discrete int64 [B], MultiDiscrete
+        int64 [B, D], MultiBinary int8 [B, n], Box float32 ``u`` [B, n].
 
-        Discrete: argmax(logits + Gumbel noise) is an exact draw from softmax(logits) with no softmax.
+        argmax(logits + Gumbel noise) is an exact draw from softmax(logits) with no softmax (per dimension for
+        MultiDiscrete); logit + logistic noise > 0 is a bit drawn with P(1) = sigmoid(logit).
         ``out`` is overwritten (it is a scratch array of the policy's forward).
         """
         if not self.continuous:
             out += noise
-            return out.argmax(axis=1)
+            return self.greedy(out)
         mean, log_std = out[:, : self.n], np.clip(out[:, self.n :], LOG_STD_MIN, LOG_STD_MAX)
         return mean + np.exp(log_std) * noise
 
     def greedy(self, out: np.ndarray) -> np.ndarray:
-        """The most likely action of each policy in ``out`` [B, P], as the env takes it."""
-        if not self.continuous:
-            return out.argmax(axis=-1)
-        return self.env_action(out[:, : self.n])
+        """The most likely action of each policy in ``out`` [B, P], as the env takes it: the argmax (per
+        dimension for MultiDiscrete), the bits whose logit is > 0, or the Gaussian's mean clipped or
+        squashed into the bounds."""
+        if self.continuous:
+            return self.env_action(out[:, : self.n])
+        if self.nvec:
+            return group_argmax(out, self.nvec)
+        return bits_from_logits(out) if self.binary else out.argmax(axis=-1)
 
     @cached_property
     def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
@@ -83,7 +143,10 @@ class ActionDist:
         return np.asarray(self.low, np.float32), np.asarray(self.high, np.float32)
 
     def env_action(self, u: np.ndarray) -> np.ndarray:
-        """What the env gets for sampled ``u`` [B, A]: clipped or squashed into the bounds (float32)."""
+        """What the env gets for sampled actions: Box ``u`` [B, n] clipped or squashed into the bounds
+        (float32); any other kind's actions as they are."""
+        if not self.continuous:
+            return u
         low, high = self._bounds
         if self.squash == "tanh":
             return (low + (np.tanh(u) + 1.0) * 0.5 * (high - low)).astype(np.float32)
@@ -92,7 +155,10 @@ class ActionDist:
     # -- torch: the loss -----------------------------------------------------------------------------------
 
     def log_prob_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(log π(a|s) [N], entropy [N]) of stored ``actions`` ([N] int64, or ``u`` [N, A]) under ``out``.
+        """(log π(a|s) [N], entropy [N]) of stored ``actions`` (Discrete [N] int64, MultiDiscrete [N, D]
+        int64, MultiBinary [N, n] bits, Box ``u`` [N, n]) under ``out``.
+
+        MultiDiscrete and MultiBinary: sums over the dimensions or bits (``a3c.algo.factored``).
 
         Box: sums over the action dimensions. With "clip" both are the Gaussian's (the env's clipping is not
         part of the policy, as in SB3). With "tanh" both are those of the squashed action the env got:
@@ -106,6 +172,10 @@ class ActionDist:
         (what SAC-style code often uses) grows with σ without bound, while the squashed action's entropy
         falls once the mass piles onto the bounds: its bonus would push σ up forever.
         """
+        if self.nvec:
+            return multi_categorical_log_prob_entropy(out, actions, self.nvec)
+        if self.binary:
+            return bernoulli_log_prob_entropy(out, actions)
         if not self.continuous:
             log_p = torch.log_softmax(out, dim=-1)
             entropy = -(log_p.exp() * log_p).sum(-1)

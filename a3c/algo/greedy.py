@@ -23,7 +23,8 @@ def play_greedy(
     squash: str = "clip",
     normalize: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Play one greedy episode (the most likely action: argmax, or a Gaussian's mean) in each env at once.
+    """Play one greedy episode (the most likely action: argmax, per dimension for MultiDiscrete; the bits
+    whose logit is > 0; a Gaussian's mean) in each env at once.
 
     ``envs.reset(seed=seed)`` seeds the episodes (env i gets ``seed + i`` in a serial vector env; a native
     vector env seeds one generator for all). ``squash``: how Box actions reach the env (``config.squash``);

@@ -24,9 +24,15 @@ from a3c.algo.normalize import OBS_CLIP, OBS_VAR_EPS, RunningMeanStd
 
 def greedy_action(out: torch.Tensor, dist: ActionDist, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
     """The most likely action of each policy output ``out`` [N, P], as the env takes it: the torch twin of
-    ``ActionDist.greedy``. Discrete: argmax → int64 [N] (the first of equal logits, as numpy's). Box: the
-    mean [N, A] clipped to [low, high] or squashed as ``low + (tanh(u) + 1)(high - low)/2`` → float32.
-    ``low``, ``high``: the bounds [A] (float32; unused for Discrete)."""
+    ``ActionDist.greedy``. Discrete: argmax → int64 [N] (the first of equal logits, as numpy's).
+    MultiDiscrete: the argmax of each dimension's slice of the logits → int64 [N, D]. MultiBinary: the bits
+    whose logit is > 0 → int8 [N, n]. Box: the mean [N, A] clipped to [low, high] or squashed as
+    ``low + (tanh(u) + 1)(high - low)/2`` → float32. ``low``, ``high``: the bounds [A] (float32; unused but
+    for Box)."""
+    if dist.nvec:
+        return torch.stack([part.argmax(dim=-1) for part in out.split(list(dist.nvec), dim=-1)], dim=-1)
+    if dist.binary:
+        return (out > 0).to(torch.int8)
     if not dist.continuous:
         return out.argmax(dim=-1)
     mean = out[:, : dist.n]

@@ -119,9 +119,11 @@ class Learner:
             reward_scale = RewardScaler(envs.num_envs, config.gamma, stats)
         self.collector = RolloutCollector(envs, config.t_max, seed, self.dist, normalizer, reward_scale)
         self.policy = make_policy(self.local_model, envs.num_envs)
-        # The closed-form numpy gradient covers the categorical MLP; everything else takes autograd.
+        # The closed-form numpy gradient covers the MLP with discrete actions (categorical, MultiDiscrete,
+        # MultiBinary); everything else takes autograd.
         closed_form = isinstance(self.local_model, ActorCritic) and not self.dist.continuous
-        self.numpy_grad = MlpGradient(self.local_model) if config.numpy_grad and closed_form else None
+        use_numpy = config.numpy_grad and closed_form
+        self.numpy_grad = MlpGradient(self.local_model, self.dist) if use_numpy else None
 
     def update(self) -> UpdateResult:
         """Run one full update and return what it did (a non-finite grad_norm: the step was skipped)."""

@@ -47,9 +47,14 @@ class RewardScale(Protocol):
 
 
 def action_dist(space: gym.Space, squash: str = "clip") -> ActionDist:
-    """The ``ActionDist`` of an env's (single) action space."""
+    """The ``ActionDist`` of an env's (single) action space, one ``envs.space_check.check_spaces`` takes."""
     if isinstance(space, gym.spaces.Discrete):
         return ActionDist(False, int(space.n))
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = tuple(int(x) for x in space.nvec)
+        return ActionDist(False, sum(nvec), nvec=nvec)
+    if isinstance(space, gym.spaces.MultiBinary):
+        return ActionDist(False, int(space.shape[0]), binary=True)
     return ActionDist(
         True, int(space.shape[0]), tuple(map(float, space.low)), tuple(map(float, space.high)), squash
     )
@@ -69,7 +74,8 @@ class RolloutCollector:
 
     Discrete actions are sampled with the Gumbel-max trick, argmax(logits + Gumbel noise), which draws exactly
     from softmax(logits): no softmax, no torch Distribution (~130 µs per step); the noise for a whole segment
-    is drawn at once, as is a Gaussian policy's.
+    is drawn at once, as is a Gaussian policy's (and MultiDiscrete's per dimension, MultiBinary's per bit:
+    ``ActionDist.sample``).
     """
 
     def __init__(
@@ -94,8 +100,10 @@ class RolloutCollector:
         self.obs = self._prepare(self.raw_obs).astype(dtype)
         # Not default_rng(seed): that stream would equal env 0's own np_random after reset(seed=seed).
         self.rng = np.random.default_rng([seed, 1])
-        action_dims = self.dist.n if self.dist.continuous else 0
-        self.segment = Segment.allocate(t_max, self.num_envs, space.shape, action_dims, dtype)
+        action_dims = self.dist.action_shape[0] if self.dist.action_shape else 0
+        self.segment = Segment.allocate(
+            t_max, self.num_envs, space.shape, action_dims, dtype, self.dist.action_dtype
+        )
         # Envs that report their own episodes (Atari's real games, unclipped, across lives) are logged by
         # those; every other env by the rewards and ends seen here.
         self.env_episodes = bool(getattr(envs, "reports_episodes", False))
@@ -143,8 +151,7 @@ class RolloutCollector:
             seg.obs[t] = self.obs
             actions = seg.actions[t]
             actions[:] = dist.sample(policy(seg.obs[t]), noise[t])
-            env_actions = dist.env_action(actions) if dist.continuous else actions
-            obs, rewards, terminated, truncated, info = self.envs.step(env_actions)
+            obs, rewards, terminated, truncated, info = self.envs.step(dist.env_action(actions))
             self.episode_returns += rewards
             self.episode_lengths += 1
             done = terminated | truncated

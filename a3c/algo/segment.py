@@ -22,11 +22,12 @@ class Segment:
     """One segment of T steps in B envs. Buffers are allocated once and overwritten by every collection.
 
     obs [T, B, *obs_shape] (observation the action was taken in; normalised when the run normalises);
-    actions [T, B] int64 (Discrete) or [T, B, A] float32 (Box: the Gaussian sample ``u``, before clipping or
-    squashing); rewards [T, B] float32 (scaled when the run scales rewards); terminated, truncated [T, B]
-    bool; final_obs [T, B, *obs_shape], the real last observation of an episode (valid only where
-    ``truncated``); next_obs [B, *obs_shape], the observation after the last step; init_state: a recurrent
-    policy's state before step 0 (None for a feed-forward one).
+    actions [T, B] int64 (Discrete), [T, B, A] float32 (Box: the Gaussian sample ``u``, before clipping or
+    squashing), [T, B, D] int64 (MultiDiscrete) or [T, B, A] int8 (MultiBinary); rewards [T, B] float32
+    (scaled when the run scales rewards); terminated, truncated [T, B] bool; final_obs [T, B, *obs_shape],
+    the real last observation of an episode (valid only where ``truncated``); next_obs [B, *obs_shape], the
+    observation after the last step; init_state: a recurrent policy's state before step 0 (None for a
+    feed-forward one).
     """
 
     obs: np.ndarray
@@ -46,11 +47,13 @@ class Segment:
         obs_shape: int | tuple[int, ...],
         action_dims: int = 0,
         obs_dtype: Any = np.float32,
+        action_dtype: Any = np.float32,
     ) -> Segment:
-        """Buffers for T=t_max, B=num_envs; ``action_dims`` > 0: Box actions of that many dimensions."""
+        """Buffers for T=t_max, B=num_envs; ``action_dims`` > 0: actions of that many dimensions, of
+        ``action_dtype`` (float32: Box; int64: MultiDiscrete; int8: MultiBinary)."""
         shape = (obs_shape,) if isinstance(obs_shape, int) else tuple(obs_shape)
         if action_dims:
-            actions = np.zeros((t_max, num_envs, action_dims), np.float32)
+            actions = np.zeros((t_max, num_envs, action_dims), action_dtype)
         else:
             actions = np.zeros((t_max, num_envs), np.int64)
         return cls(

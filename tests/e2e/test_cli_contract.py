@@ -184,6 +184,7 @@ SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
     "evaluator_cpu_fraction": (*NUMBER, type(None)),
     "restarts": (int,),
     "skipped_updates": (int,),
+    "warnings": (list,),  # of {kind, global_step, wall_time, message} (a3c/algo/health.py)
 }
 
 
@@ -203,6 +204,9 @@ def test_summary_json_has_every_key_with_its_type(serial_run):
         # bool is an int: a count or a time that became True/False would pass isinstance(.., int)
         assert isinstance(value, types) and (bool in types or not isinstance(value, bool)), (key, value)
     for key, value in summary.items():  # keys added later: still plain JSON scalars
+        if key == "warnings":
+            assert all(set(w) == {"kind", "global_step", "wall_time", "message"} for w in value), value
+            continue
         assert value is None or isinstance(value, (str, bool, int, float)), (key, value)
 
     # The values of this run: a max-steps budget, then a final evaluation above the (low) target.

@@ -51,14 +51,14 @@ def test_make_env_seed_is_reproducible():
             env.close()
 
 
-def test_tuple_observation_space_is_not_supported_yet():
+def test_text_observation_space_is_not_supported_yet():
     with pytest.raises(EnvSetupError) as excinfo:
-        inspect_env("Blackjack-v1")
+        inspect_env("tests.envs.space_envs:TextObs-v0")
     message = str(excinfo.value)
     assert "not supported yet" in message
-    assert "'Blackjack-v1'" in message
-    assert "Tuple(" in message  # the space is named
-    assert "1-D Box" in message and "image" in message  # and what is supported
+    assert "'tests.envs.space_envs:TextObs-v0'" in message
+    assert "Text(" in message  # the space is named
+    assert "1-D Box" in message and "image" in message and "Tuple or Dict" in message  # and what is supported
 
 
 def test_inspect_pendulum_box_actions():

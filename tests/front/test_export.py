@@ -81,9 +81,11 @@ CASES = {
     "cartpole": ("CartPole-v1", {}),
     "pendulum-clip": ("Pendulum-v1", {"obs_norm": True, "squash": "clip"}),
     "pendulum-raw-obs": ("Pendulum-v1", {"squash": "tanh"}),
+    "multi-discrete": ("tests.envs.space_envs:MatchChoices-v0", {}),  # argmax per dimension: int64 [N, D]
+    "multi-binary": ("tests.envs.space_envs:CopyBits-v0", {}),  # the bits whose logit is > 0: int8 [N, n]
 }
 # Two cases cover every step of the graph in make test-fast; the rest run in make test.
-FAST_CASES = ("cartpole-obs-norm", "pendulum-tanh-state-std")
+FAST_CASES = ("cartpole-obs-norm", "pendulum-tanh-state-std", "multi-discrete", "multi-binary")
 ONNX_CASES = [pytest.param(c, marks=() if c in FAST_CASES else SLOW) for c in CASES]
 
 
@@ -96,7 +98,7 @@ def assert_same_actions(expected: list[np.ndarray], got: list[np.ndarray]) -> No
     for want, have in zip(expected, got, strict=True):
         assert have.shape == want.shape
         if want.dtype.kind == "i":
-            assert have.dtype == np.int64 and np.array_equal(have, want), (have, want)
+            assert have.dtype == want.dtype and np.array_equal(have, want), (have, want)
         else:  # float32 math in another order (numpy's MLP twin vs the graph): a few ulps
             assert have.dtype == np.float32
             np.testing.assert_allclose(have, want, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,116 @@
+"""Learning-health checks on the metrics rows a run already logs: an entropy that collapsed before the target
+was reached, and a critic that explains nothing for long. Each fires at most once per run, as a warning.
+
+Both are symptoms a user otherwise finds only by plotting metrics.csv: a collapsed policy stops exploring
+(Acrobot without a preset: every training episode at the time limit), and a dead critic (explained
+variance ≈ 0) leaves the advantages as noisy as plain returns — on Pong from pixels a dead first conv layer
+made the value a constant, explained variance exactly 0.000 for 1.46M steps.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from dataclasses import dataclass
+
+from a3c.core.records import MetricsRecord
+from a3c.core.spaces import Spaces
+
+# A categorical policy whose entropy fell below this fraction of its maximum (the uniform policy's: ln n) has
+# all but stopped exploring. The maximum, not the first rows: a fast collapse is over before the first row.
+COLLAPSE_FRACTION = 0.05
+COLLAPSE_ROWS = 5  # consecutive rows below it: one noisy row does not count
+# A critic whose explained variance has a median ≤ DEAD_CRITIC_EV over the last DEAD_CRITIC_WINDOW env steps,
+# once the run has taken DEAD_CRITIC_STEPS, predicts the returns no better than their mean. Not exactly 0:
+# an untrained critic measured 0.0001-0.0035 (CartPole, value_coef 0); a dead one on Pong -0.0009-0.0003.
+DEAD_CRITIC_EV = 0.02
+DEAD_CRITIC_STEPS = 200_000
+DEAD_CRITIC_WINDOW = 100_000
+
+
+@dataclass(frozen=True)
+class HealthWarning:
+    """One warning: its kind ("entropy_collapse" or "dead_critic"), when it fired, and the line to show."""
+
+    kind: str
+    global_step: int
+    wall_time: float
+    message: str
+
+
+def max_entropy(spaces: Spaces) -> float | None:
+    """The uniform policy's entropy for ``spaces``' actions (nats): ln n, Σ ln nᵢ per dimension, n ln 2 for
+    bits; None for Box actions."""
+    if spaces.continuous:
+        return None
+    if spaces.action_nvec:
+        return sum(math.log(n) for n in spaces.action_nvec)
+    if spaces.multi_binary:
+        return spaces.n_actions * math.log(2)
+    return math.log(spaces.n_actions) if spaces.n_actions > 1 else None
+
+
+class LearningHealth:
+    """Feeds on metrics rows (any worker's, in arrival order); returns the warnings that fire.
+
+    Args:
+        max_entropy: the uniform policy's entropy (``max_entropy(spaces)``); None: not checked (a Gaussian,
+            whose σ shrinks by design as the policy sharpens).
+    """
+
+    def __init__(self, max_entropy: float | None):
+        self.max_entropy = max_entropy
+        self.below = 0
+        self.recent: deque[tuple[int, float]] = deque()  # (global_step, explained variance)
+        self.fired: set[str] = set()
+
+    def observe(self, row: MetricsRecord, solved: bool) -> list[HealthWarning]:
+        """Take one metrics row; ``solved``: the run already reached its target (a collapse is fine then)."""
+        found = []
+        if self.max_entropy and "entropy_collapse" not in self.fired and not solved:
+            found += self._entropy(row)
+        if "dead_critic" not in self.fired:
+            found += self._critic(row)
+        self.fired.update(w.kind for w in found)
+        return found
+
+    def _entropy(self, row: MetricsRecord) -> list[HealthWarning]:
+        if not math.isfinite(row.entropy):
+            return []
+        self.below = self.below + 1 if row.entropy < COLLAPSE_FRACTION * self.max_entropy else 0
+        if self.below < COLLAPSE_ROWS:
+            return []
+        return [
+            HealthWarning(
+                "entropy_collapse",
+                row.global_step,
+                row.wall_time,
+                f"entropy collapsed to {row.entropy:.3g} (uniform: {self.max_entropy:.3g}) at step "
+                f"{row.global_step:,}, "
+                "before the target: the policy has almost stopped exploring; try a larger entropy_coef or a "
+                "smaller lr",
+            )
+        ]
+
+    def _critic(self, row: MetricsRecord) -> list[HealthWarning]:
+        if not math.isfinite(row.explained_variance):
+            return []
+        self.recent.append((row.global_step, row.explained_variance))
+        while self.recent and self.recent[0][0] < row.global_step - DEAD_CRITIC_WINDOW:
+            self.recent.popleft()
+        if row.global_step < DEAD_CRITIC_STEPS:
+            return []
+        median = statistics.median(ev for _, ev in self.recent)
+        if median > DEAD_CRITIC_EV:
+            return []
+        return [
+            HealthWarning(
+                "dead_critic",
+                row.global_step,
+                row.wall_time,
+                f"the critic explains nothing: explained variance {median:.3g} (median of the last "
+                f"{DEAD_CRITIC_WINDOW:,} steps) at step {row.global_step:,}; check the value loss, lr and "
+                "value_coef (metrics.csv)",
+            )
+        ]

@@ -1,0 +1,63 @@
+"""The learning-health checks on metrics rows: when each warning fires, and when it must not."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from a3c.algo.health import (
+    COLLAPSE_ROWS,
+    DEAD_CRITIC_STEPS,
+    DEAD_CRITIC_WINDOW,
+    LearningHealth,
+    max_entropy,
+)
+from a3c.core.records import MetricsRecord
+from a3c.core.spaces import Spaces
+
+
+def row(step: int, entropy: float = 0.6, ev: float = 0.5) -> MetricsRecord:
+    return MetricsRecord(step / 1000, step, 0, 10, 0.0, 0.1, entropy, 1.0, ev, 1e-3, 1.0, 1.0, 1.0, 1, 1000.0)
+
+
+def test_max_entropy_is_the_uniform_policys():
+    assert max_entropy(Spaces((4,), 2)) == pytest.approx(math.log(2))
+    assert max_entropy(Spaces((4,), 3, action_nvec=(3, 4))) == pytest.approx(math.log(12))
+    assert max_entropy(Spaces((4,), 5, multi_binary=True)) == pytest.approx(5 * math.log(2))
+    assert max_entropy(Spaces((3,), 1, continuous=True)) is None
+
+
+def test_entropy_collapse_fires_once_after_enough_low_rows():
+    health = LearningHealth(math.log(2))
+    fired = [health.observe(row(1000 * i, entropy=0.01), solved=False) for i in range(COLLAPSE_ROWS + 3)]
+    kinds = [[w.kind for w in ws] for ws in fired]
+    assert kinds[: COLLAPSE_ROWS - 1] == [[]] * (COLLAPSE_ROWS - 1)
+    assert kinds[COLLAPSE_ROWS - 1] == ["entropy_collapse"] and not any(kinds[COLLAPSE_ROWS:])
+
+
+def test_a_noisy_low_row_or_a_solved_run_is_no_collapse():
+    health = LearningHealth(math.log(2))
+    for i in range(50):  # every other row low: never COLLAPSE_ROWS in a row
+        assert health.observe(row(1000 * i, entropy=0.01 if i % 2 else 0.5), solved=False) == []
+    solved = LearningHealth(math.log(2))
+    assert all(solved.observe(row(1000 * i, entropy=0.0), solved=True) == [] for i in range(50))
+    gaussian = LearningHealth(None)
+    assert all(gaussian.observe(row(1000 * i, entropy=-3.0), solved=False) == [] for i in range(50))
+
+
+def test_dead_critic_fires_after_its_steps_and_not_for_a_learning_one():
+    dead, alive = LearningHealth(None), LearningHealth(None)
+    step, fired = 0, []
+    while step <= DEAD_CRITIC_STEPS + DEAD_CRITIC_WINDOW:
+        fired += [(step, w.kind) for w in dead.observe(row(step, ev=0.001 * (step % 3 - 1)), solved=False)]
+        assert alive.observe(row(step, ev=0.3), solved=False) == []
+        step += 5000
+    assert fired == [(DEAD_CRITIC_STEPS, "dead_critic")]
+
+
+def test_an_early_dead_stretch_that_recovers_does_not_fire():
+    health = LearningHealth(None)
+    for step in range(0, 3 * DEAD_CRITIC_STEPS, 5000):  # EV 0 until the window before the check, then 0.5
+        ev = 0.0 if step < DEAD_CRITIC_STEPS - DEAD_CRITIC_WINDOW else 0.5
+        assert health.observe(row(step, ev=ev), solved=False) == []
