@@ -188,7 +188,10 @@ def export_policy(target: Path, output: Path, fmt: str | None = None) -> Exporte
             data = onnx_bytes(module, inputs, recurrent, props)
         else:
             data = torchscript_bytes(module, inputs, props)
-    atomic_write(output, lambda f: f.write(data))
+    try:
+        atomic_write(output, lambda f: f.write(data))
+    except OSError as exc:  # a full disk or a read-only folder: one line, not a traceback
+        raise BadInput(f"--output: cannot write {str(output)!r}: {exc.strerror or exc}") from None
     return Exported(output, fmt, saved.path, described)
 
 

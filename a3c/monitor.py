@@ -3,6 +3,7 @@ tracks evaluations and errors, shows progress and builds summary.json."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,8 @@ class RunMonitor:
         self.best_mean = checkpoint.get("best_mean_return")
         # Before best_selection_mean existed, best.pt was chosen by its mean_return.
         self.best_selection = checkpoint.get("best_selection_mean", self.best_mean)
+        self.warnings = [HealthWarning(**w) for w in checkpoint.get("warnings", [])]
+        self.health.fired.update(w.kind for w in self.warnings)
         solved = checkpoint.get("solved_at")
         self.solved_at = None if solved is None else (float(solved[0]), int(solved[1]))
 
@@ -69,6 +72,7 @@ class RunMonitor:
             "best_mean_return": self.best_mean,
             "best_selection_mean": self.best_selection,
             "solved_at": self.solved_at,
+            "warnings": [dataclasses.asdict(w) for w in self.warnings],
         }
 
     def handle(self, record: Any) -> None:

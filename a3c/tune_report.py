@@ -61,6 +61,7 @@ def write_best_preset(study: Any, run: TrialSpec, storage: str, study_dir: Path)
     trial yet). Copied to envs/presets/<env-id>.toml, ``a3c train`` uses it."""
     from a3c.run.rundir import atomic_write
     from envs import load_preset, preset_path
+    from envs.atari import v5_id
 
     best = best_trial(study)
     if best is None:
@@ -77,7 +78,7 @@ def write_best_preset(study: Any, run: TrialSpec, storage: str, study_dir: Path)
         f"# its final greedy evaluation's mean return within {run.trial_seconds:g} s (seed {run.seed}).",
         f"# Tuned: {', '.join(best.params)}.",
         "# The other keys are the env's preset.",
-        f"# To use it: copy it to envs/presets/{preset_path(run.env_id).name}.",
+        f"# To use it: copy it to envs/presets/{preset_path(v5_id(run.env_id)).name}.",
     ]
     text = "\n".join([*header, *(f"{k} = {toml_value(v)}" for k, v in values.items())]) + "\n"
     path = study_dir / "best-preset.toml"

@@ -50,13 +50,14 @@ _registered = False
 def is_atari(env_id: str) -> bool:
     """True for ids in ale-py's ``ALE/`` namespace, e.g. ``"ALE/Pong-v5"``, and its legacy no-sticky-actions
     ids, e.g. ``"PongNoFrameskip-v4"``."""
-    return env_id.startswith(ATARI_NAMESPACE) or (env_id.endswith(LEGACY_SUFFIX) and "/" not in env_id)
+    legacy = env_id.endswith(LEGACY_SUFFIX) and "/" not in env_id and ":" not in env_id  # not module:Id
+    return env_id.startswith(ATARI_NAMESPACE) or legacy
 
 
 def v5_id(env_id: str) -> str:
     """The ``ALE/<Game>-v5`` id of the same game: ``"PongNoFrameskip-v4"`` → ``"ALE/Pong-v5"``; a v5 id
     is itself. Presets are kept once per game, under this id."""
-    if env_id.endswith(LEGACY_SUFFIX) and "/" not in env_id:
+    if is_atari(env_id) and not env_id.startswith(ATARI_NAMESPACE):
         return f"{ATARI_NAMESPACE}{env_id[: -len(LEGACY_SUFFIX)]}-v5"
     return env_id
 

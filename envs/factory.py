@@ -129,7 +129,7 @@ def make_env(
 
 
 # The extra of setup.cfg that installs a missing module, for the error message.
-_EXTRAS = {"ale_py": "atari", "cv2": "atari", "mujoco": "mujoco"}
+_EXTRAS = {"ale_py": "atari", "cv2": "atari", "mujoco": "mujoco", "Box2D": "box2d"}
 
 
 def _extra_hint(module: str | None) -> str:

@@ -46,17 +46,20 @@ class PresetInfo:
 
 
 def env_extra(env_id: str) -> str | None:
-    """The setup.cfg extra an env needs: atari (ale-py) for ALE ids, mujoco for MuJoCo envs, else None."""
+    """The setup.cfg extra an env needs: atari (ale-py) for ALE ids, mujoco for MuJoCo envs, box2d for Box2D
+    ones, else None."""
     if is_atari(env_id):
         return "atari"
     import gymnasium as gym
 
     spec = gym.registry.get(env_id)
     entry = "" if spec is None else str(spec.entry_point)
-    return "mujoco" if "mujoco" in entry else None
+    if "mujoco" in entry:
+        return "mujoco"
+    return "box2d" if "box2d" in entry else None
 
 
-_EXTRA_MODULES = {"atari": ("ale_py", "cv2"), "mujoco": ("mujoco",)}
+_EXTRA_MODULES = {"atari": ("ale_py", "cv2"), "mujoco": ("mujoco",), "box2d": ("Box2D",)}
 
 
 def extra_installed(extra: str | None) -> bool:

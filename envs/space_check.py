@@ -68,7 +68,7 @@ def encode_observations(env: gym.Env) -> gym.Env:
 
 
 def _check_actions(env_id: str, space: gym.Space) -> None:
-    ok = isinstance(space, Discrete)
+    ok = isinstance(space, Discrete) and int(space.start) == 0  # the policy's actions are 0..n-1
     if isinstance(space, Box):
         bounded = bool(np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)))
         ok = len(space.shape) == 1 and bounded

@@ -6,7 +6,8 @@ It computes what ``a3c.algo.greedy.play_greedy`` does step by step — the run's
 
 Inputs and outputs (N: a batch of envs, any size):
 - ``obs`` [N, *obs_shape]: float32 for flat observations, uint8 pixels for images (as the env gives them).
-- ``action``: int64 [N] for Discrete (argmax of the logits), float32 [N, A] for Box (the Gaussian's mean,
+- ``action``: int64 [N] for Discrete (argmax of the logits), int64 [N, D] for MultiDiscrete (argmax per
+  dimension), int8 [N, n] for MultiBinary (logit > 0), float32 [N, A] for Box (the Gaussian's mean,
   clipped or tanh-squashed into the bounds, as ``config.squash`` says).
 - a recurrent (conv-LSTM) policy also takes ``h``, ``c`` float32 [N, H] (zeros at an episode's start) and
   returns the next ``h``, ``c`` after ``action``.
@@ -83,7 +84,7 @@ class GreedyPolicy(nn.Module):
         return self.model.step(x, None)[0]
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """obs [N, *obs_shape] → action [N] (int64) or [N, A] (float32)."""
+        """obs [N, *obs_shape] → action: [N] or [N, D] int64, [N, n] int8, [N, A] float32."""
         return greedy_action(self.policy_output(obs), self.dist, self.low, self.high)
 
 

@@ -63,7 +63,8 @@ class LearningHealth:
         self.max_entropy = max_entropy
         self.below = 0
         self.recent: deque[tuple[int, float]] = deque()  # (global_step, explained variance)
-        self.fired: set[str] = set()
+        self.first_step: int | None = None  # of the first row seen (a resumed run starts past 0)
+        self.fired: set[str] = set()  # kinds already warned of (a resume restores them: once per run)
 
     def observe(self, row: MetricsRecord, solved: bool) -> list[HealthWarning]:
         """Take one metrics row; ``solved``: the run already reached its target (a collapse is fine then)."""
@@ -97,9 +98,12 @@ class LearningHealth:
         if not math.isfinite(row.explained_variance):
             return []
         self.recent.append((row.global_step, row.explained_variance))
+        if self.first_step is None:
+            self.first_step = row.global_step
         while self.recent and self.recent[0][0] < row.global_step - DEAD_CRITIC_WINDOW:
             self.recent.popleft()
-        if row.global_step < DEAD_CRITIC_STEPS:
+        # A whole window seen (since a resume too), not a median of the first row or two.
+        if row.global_step < DEAD_CRITIC_STEPS or row.global_step - self.first_step < DEAD_CRITIC_WINDOW:
             return []
         median = statistics.median(ev for _, ev in self.recent)
         if median > DEAD_CRITIC_EV:

@@ -16,7 +16,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,24 +63,33 @@ def ours_race(env_id: str, seed: int, seconds: float, work: Path, no_preset: boo
         "target": config["target_return"],
         "eval_interval": config["eval_interval"],
         "eval_episodes": config["eval_episodes"],
+        "confirm_episodes": config["confirm_episodes"],
     }
 
 
-def peer_race(
-    env_id: str, settings: str, seed: int, seconds: float, target: float | None, eval_every_s: float,
-    eval_episodes: int,
-) -> dict[str, Any]:  # fmt: skip
-    """One ``a3c.bench.sb3_race`` run with the same budget and target as ours."""
+def peer_race(env_id: str, settings: str, seed: int, seconds: float, ours: dict[str, Any]) -> dict[str, Any]:
+    """One ``a3c.bench.sb3_race`` run with ours's budget, target, evaluation size and confirmation."""
+    # The peer evaluates in its training loop: at least 2 s apart (ours may evaluate every 0.1 s, in its
+    # own process, under a CPU share).
+    every = max(ours["eval_interval"], 2.0)
+    target = [] if ours["target"] is None else ["--target", str(ours["target"])]
     launch = time.time()
     proc = _python(
         "-m", "a3c.bench.sb3_race", "--env", env_id, "--settings", settings, "--seed", str(seed),
-        "--seconds", str(seconds), "--launch", repr(launch), "--eval-every-s", str(eval_every_s),
-        "--eval-episodes", str(eval_episodes), *([] if target is None else ["--target", str(target)]),
-        timeout=seconds + 300,
+        "--seconds", str(seconds), "--launch", repr(launch), "--eval-every-s", str(every),
+        "--eval-episodes", str(ours["eval_episodes"]), "--confirm-episodes", str(ours["confirm_episodes"]),
+        *target, timeout=seconds + 600,
     )  # fmt: skip
     _check(proc, f"sb3_race {env_id} (seed {seed})")
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     return json.loads(lines[-1])
+
+
+def _write(path: Path, results: dict[str, Any]) -> None:
+    from a3c.run.rundir import atomic_write
+
+    data = (json.dumps(results, indent=2) + "\n").encode()
+    atomic_write(path, lambda f: f.write(data))
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -90,6 +101,7 @@ def summarize_side(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Solved seeds, median time/steps to the target (solved runs), median final return and steps/s."""
     solved = [r for r in runs if r["solved"]]
     return {
+        "failed": sum("error" in r for r in runs),
         "solved": len(solved),
         "seeds": len(runs),
         "median_time_to_solve_s": _median([r["time_to_solve_s"] for r in solved]),
@@ -133,11 +145,26 @@ class RacePlan:
 
 
 def _line(env_id: str, seed: int, side: str, run: dict[str, Any]) -> str:
+    if "error" in run:
+        return f"{env_id} seed {seed}: {side} FAILED: {run['error'].splitlines()[0]}"
     return f"{env_id} seed {seed}: {side} {_fmt(run['time_to_solve_s'])} s, final {_fmt(run['final_return'])}"
 
 
+def _attempt(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """One side's run, or a failed one (kept in the JSON, counted unsolved): the race goes on."""
+    try:
+        return run()
+    except (RuntimeError, subprocess.TimeoutExpired, OSError, ValueError, KeyError) as exc:
+        return {"solved": False, "time_to_solve_s": None, "steps": None, "final_return": None,
+                "steps_per_s": None, "error": f"{type(exc).__name__}: {exc}"}  # fmt: skip
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
 def run_race(
-    plan: RacePlan, out_dir: Path, work: Path, log=lambda msg: print(msg, file=sys.stderr, flush=True)
+    plan: RacePlan, out_dir: Path, work: Path, log: Callable[[str], None] = _stderr
 ) -> dict[str, Any]:
     """Race every env of ``plan``; write ``out_dir/race-<time>.json`` as it goes and return the results."""
     results: dict[str, Any] = {**asdict(plan), "envs": {}}
@@ -146,23 +173,20 @@ def run_race(
     for env_id in plan.env_ids:
         ours, peer = [], []
         for seed in range(plan.seeds):
-            o = ours_race(env_id, seed, plan.seconds, work, plan.no_preset)
+            o = _attempt(partial(ours_race, env_id, seed, plan.seconds, work, plan.no_preset))
             ours.append(o)
             log(_line(env_id, seed, "ours", o))
-            # The peer evaluates in its training loop: at least 2 s apart (ours may evaluate every 0.1 s, in
-            # its own process, under a CPU share).
-            every = max(o["eval_interval"], 2.0)
-            p = peer_race(
-                env_id, plan.peer_settings, seed, plan.seconds, o["target"], every, o["eval_episodes"]
-            )
+            if "error" in o:  # without ours's target and evaluation settings the peer cannot run alike
+                continue
+            p = _attempt(partial(peer_race, env_id, plan.peer_settings, seed, plan.seconds, o))
             peer.append(p)
             log(_line(env_id, seed, "sb3 ", p))
             results["envs"][env_id] = {
                 "ours": {"runs": ours, "summary": summarize_side(ours)},
                 "sb3": {"runs": peer, "summary": summarize_side(peer)},
             }
-            path.write_text(json.dumps(results, indent=2) + "\n")  # as it goes: a long race keeps its rows
+            _write(path, results)  # as it goes: a long race keeps its rows
     results["markdown"] = race_markdown(results)
-    path.write_text(json.dumps(results, indent=2) + "\n")
+    _write(path, results)
     results["path"] = str(path)
     return results

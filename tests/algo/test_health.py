@@ -61,3 +61,35 @@ def test_an_early_dead_stretch_that_recovers_does_not_fire():
     for step in range(0, 3 * DEAD_CRITIC_STEPS, 5000):  # EV 0 until the window before the check, then 0.5
         ev = 0.0 if step < DEAD_CRITIC_STEPS - DEAD_CRITIC_WINDOW else 0.5
         assert health.observe(row(step, ev=ev), solved=False) == []
+
+
+def test_a_resumed_run_judges_its_critic_on_a_whole_window_only():
+    health = LearningHealth(None)  # a run resumed at step 1M: the first rows alone decide nothing
+    fired = [(w.kind, w.global_step) for step in range(10**6, 10**6 + DEAD_CRITIC_WINDOW + 1, 5000)
+             for w in health.observe(row(step, ev=0.0), solved=False)]  # fmt: skip
+    assert fired == [("dead_critic", 10**6 + DEAD_CRITIC_WINDOW)]
+    assert health.first_step == 10**6
+
+
+def test_warnings_survive_a_resume_and_do_not_fire_twice(tmp_path):
+    from a3c.core.config import Config
+    from a3c.monitor import RunMonitor
+    from a3c.runtime.shared import Counters
+
+    def monitor() -> RunMonitor:
+        made = RunMonitor(Config(env_id="CartPole-v1"), tmp_path, Counters(1), 0.0, False, True)
+        made.health = LearningHealth(math.log(2))
+        return made
+
+    first = monitor()
+    for i in range(COLLAPSE_ROWS):
+        first.handle(row(1000 * i, entropy=0.0))
+    assert [w.kind for w in first.warnings] == ["entropy_collapse"]
+    fields = first.checkpoint_fields()
+    first.close()
+    second = monitor()
+    second.resumed(fields, episodes_kept=0)
+    for i in range(COLLAPSE_ROWS, 3 * COLLAPSE_ROWS):
+        second.handle(row(1000 * i, entropy=0.0))
+    assert second.warnings == first.warnings  # kept, and not warned of again
+    second.close()

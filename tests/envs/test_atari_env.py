@@ -36,6 +36,7 @@ def test_is_atari():
     assert not is_atari("CartPole-v1")
     assert is_atari("PongNoFrameskip-v4")  # the literature's no-sticky-actions setting
     assert not is_atari("Pong-v4")  # frame skip 4 in the emulator: AtariPreprocessing skips instead
+    assert not is_atari("mymod:FooNoFrameskip-v4")  # a user's env
 
 
 def test_legacy_id_plays_without_sticky_actions_and_takes_the_v5_preset():

@@ -90,6 +90,7 @@ NOT_SUPPORTED_ACTIONS = [
     Dict({"a": Discrete(2)}),
     MultiDiscrete([[2, 3], [4, 5]]),
     MultiDiscrete([3, 4], start=[1, 0]),
+    Discrete(3, start=1),  # the policy's actions are 0..n-1
     MultiBinary([2, 2]),
     Box(-np.inf, np.inf, (2,)),
     Box(-1.0, 1.0, (2, 2)),

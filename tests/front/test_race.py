@@ -36,7 +36,7 @@ def test_table_has_a_row_per_env_and_side():
 
 
 def test_peer_settings_are_the_zoos_or_the_defaults():
-    assert settings_for("CartPole-v1", "zoo") == {"n_envs": 8, "ent_coef": 0.0}
+    assert settings_for("CartPole-v1", "zoo") == {"n_envs": 8, "ent_coef": 0.0, "n_timesteps": 500_000}
     assert settings_for("Acrobot-v1", "default") == {"n_envs": 1}
     assert settings_for("ALE/Pong-v5", "zoo")["n_envs"] == 16
     assert settings_for("PongNoFrameskip-v4", "zoo")["rmsprop_tf"] is True

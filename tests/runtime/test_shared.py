@@ -16,6 +16,7 @@ from a3c.algo.update import compute_gradients, hand_off_gradients, pull_weights
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from a3c.runtime.shared import Counters, StopReason, StopSignal
+from tests.conftest import require_extra
 
 try:  # the spawned child imports its target by module name; this works whether or not tests/ is a package
     from tests import _shared_child
@@ -133,7 +134,9 @@ def test_rmsprop_tf_equals_tensorflow_form(lr, alpha, eps):
 
 
 def test_rmsprop_tf_equals_stable_baselines3s():
-    sb2_compat = pytest.importorskip("stable_baselines3.common.sb2_compat.rmsprop_tf_like")
+    require_extra("stable_baselines3", "bench")  # CI must not pass this by skipping it
+    from stable_baselines3.common.sb2_compat import rmsprop_tf_like as sb2_compat
+
     model_a, model_b = run_both(
         lambda ps: make_optimizer("rmsprop_tf", ps, lr=7e-4),
         lambda ps: sb2_compat.RMSpropTFLike(ps, lr=7e-4, alpha=0.99, eps=1e-5),
