@@ -10,12 +10,14 @@ defaults; an entry's ``n_timesteps`` is its step budget (a ``lin_`` learning rat
 peer may stop before the wall-clock budget. Atari envs are SB3's ``AtariWrapper`` over the id with
 ``frameskip=1`` (the wrapper skips 4), so an ``ALE/<Game>-v5`` id keeps its sticky actions.
 
-The budget counts, like ``a3c train --max-seconds``, from when the model is built (imports done). Every
-``eval_every_s`` seconds the current policy plays ``eval_episodes`` deterministic episodes on raw envs (no
-reward clipping, no life loss, FIRE after a lost life as ours's evaluator does); an evaluation at the
-target is confirmed, as ours's, on ``confirm_episodes`` more, and the mean of all of them must hold. The
-first that holds is the solve (its time counted from ``--launch``). After the budget a final evaluation
-gives the final return. Time spent evaluating is reported (``eval_s``): ours evaluates in another process.
+The budget counts, like ``a3c train --max-seconds``, from when the model is built (imports done), and is
+training time: the peer's evaluations stop its training (ours's run in another process), so their time is
+given back, to the budget and to the time to the target. Every ``eval_every_s`` seconds the policy plays
+``eval_episodes`` deterministic episodes on raw envs (no reward clipping, no life loss, FIRE after a lost
+life as ours's evaluator does); an evaluation at the target is confirmed, as ours's, on
+``confirm_episodes`` more, and the mean of all of them must hold. The first that holds is the solve (its
+time counted from ``--launch``, less the evaluations'). After the budget a final evaluation gives the
+final return. The time spent evaluating is reported (``eval_s``).
 The last stdout line is one JSON object.
 """
 
@@ -136,9 +138,10 @@ class Evaluations:
             reached = sum(returns) / len(returns) >= target
         mean = sum(returns) / len(returns)
         self.curve.append({"time_s": time.time() - self.launch, "steps": steps, "mean": mean})
-        if reached and self.solved_at is None:
-            self.solved_at = time.time()
         self.eval_s += time.time() - start
+        if reached and self.solved_at is None:
+            # Training time only: the peer's evaluations stop its training (ours's run in another process).
+            self.solved_at = time.time() - self.eval_s
 
 
 def race(
@@ -159,10 +162,11 @@ def race(
             if time.time() - self.last_eval >= options["eval_every_s"]:
                 evals.run(self.num_timesteps)
                 self.last_eval = time.time()
-            return evals.solved_at is None and time.time() < started + seconds
+            # The budget is training time: the evaluations' time is added back.
+            return evals.solved_at is None and time.time() < started + seconds + evals.eval_s
 
     model.learn(total_timesteps=budget, callback=Race())
-    learn_s = time.time() - started
+    learn_s = time.time() - started - evals.eval_s
     if evals.solved_at is None:
         evals.run(model.num_timesteps)  # the final evaluation, as ours's after its budget
     solved = evals.solved_at is not None
