@@ -80,6 +80,7 @@ def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token):
     assert state["updates"] == summary["total_updates"] > 0
     assert state["spaces"] == {
         "obs_shape": [1, 84, 84], "n_actions": 6, "continuous": False, "action_low": [], "action_high": [],
+        "action_nvec": [], "multi_binary": False, "obs_encoding": "none",
     }  # fmt: skip
     saved_config = json.loads(json.dumps(state["config"]))
     assert saved_config == {key: config[key] for key in saved_config}
