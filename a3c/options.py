@@ -156,13 +156,9 @@ def train_setup(
 
 
 def _check_ray(config: Config, serial: bool) -> None:
-    """BadInput unless the Ray backend can run ``config``: not serial, no obs_norm, ``ray`` installed."""
+    """BadInput unless the Ray backend can run ``config``: not serial, ``ray`` installed."""
     if serial:
         raise BadInput("--serial: not allowed with --backend ray; expected the local backend")
-    if config.obs_norm:
-        raise BadInput(
-            "obs_norm: true is not allowed with --backend ray yet; expected false, or --backend local"
-        )
     try:
         import ray  # noqa: F401
     except ImportError:

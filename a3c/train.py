@@ -70,7 +70,7 @@ class Trainer:
         self.config, self.info, self.serial = config, info, serial
         torch.set_num_threads(1)  # DESIGN invariant 3: measured 10x slower on 2 cores without it
         torch.manual_seed(config.seed)
-        state = build_state(config, info, serial, resume, str(run_dir / "checkpoints" / "last.pt"))
+        state = build_state(config, info, resume, str(run_dir / "checkpoints" / "last.pt"))
         self.model, self.optimizer, self.counters = state.model, state.optimizer, state.counters
         self.obs_stats, self.reward_stats, self.stop = state.obs_stats, state.reward_stats, state.stop
         self.resume_index = 0 if resume is None else int(resume.get("resumes", 0)) + 1

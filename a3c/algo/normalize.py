@@ -159,6 +159,32 @@ class SharedObsStats:
         """The merged statistics (what a checkpoint keeps)."""
         return self.merged().state_dict()
 
+    def slot_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Copies of every slot: (means [slots, *shape], vars [slots, *shape], counts [slots]). What a Ray
+        parameter server hands its workers and the driver (a process boundary shared memory cannot cross)."""
+        return self.means.numpy().copy(), self.vars.numpy().copy(), self.counts.numpy().copy()
+
+    def load_slot_arrays(self, arrays: tuple[np.ndarray, ...], keep: int | None = None) -> None:
+        """Overwrite the slots, in place, with ``slot_arrays()`` of a twin; writer ``keep``'s own slot
+        (0-based writer index), if given, stays: its newest observations are here, not in the twin."""
+        for target, source in zip((self.means, self.vars, self.counts), arrays, strict=True):
+            values = torch.tensor(np.asarray(source), dtype=torch.float64)  # Ray hands arrays read-only
+            if keep is None:
+                target.copy_(values)
+            else:
+                target[: keep + 1].copy_(values[: keep + 1])
+                target[keep + 2 :].copy_(values[keep + 2 :])
+
+    def writer_arrays(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Copies of writer ``index``'s slot: (mean [*shape], var [*shape], count [])."""
+        slot = self.slots[index + 1]
+        return slot._mean.copy(), slot._var.copy(), slot._count.copy()
+
+    def load_writer_arrays(self, index: int, arrays: tuple[np.ndarray, ...]) -> None:
+        """Overwrite writer ``index``'s slot, in place, with ``writer_arrays(index)`` of a twin."""
+        for target, source in zip((self.means, self.vars, self.counts), arrays, strict=True):
+            target[index + 1] = torch.as_tensor(np.asarray(source, dtype=np.float64))
+
     def load_state_dict(self, state: dict) -> None:
         """Start from ``state`` (a checkpoint's merged statistics) in slot 0; empty the writers' slots."""
         self.slots[0].load_state_dict(state)

@@ -65,13 +65,32 @@ def _positive(name: str, value: float, integer: bool = False) -> None:
     help="Races: SB3 A2C's default settings or the RL-Zoo's.  [default: zoo; default with --suite]",
 )
 @click.option("--no-preset", is_flag=True, help="Races: ours on derived defaults, its presets disabled.")
+@click.option(
+    "--server-load",
+    is_flag=True,
+    help="Instead: load-test one Ray parameter server with N gradient-pushing clients (extra `ray`).",
+)
+@click.option(
+    "--clients", default="1,2,4,8", show_default=True, help="--server-load: client counts, one row each."
+)
+@click.option(
+    "--model",
+    type=click.Choice(["mlp", "atari"]),
+    default="mlp",
+    show_default=True,
+    help="--server-load: CartPole-v1's MLP or ALE/Pong-v5's conv net + LSTM (extra `atari`).",
+)
 def bench(**opts) -> None:
     """Ours against Stable-Baselines3 A2C, side by side. Without --env/--suite: CartPole-v1's time to solve,
     throughput and where one worker's time goes. With them: a race per env (the same wall-clock budget per
     run; solved seeds, median time and steps to the target, final greedy return, steps/s). Prints a
-    markdown table; writes JSON under OUT. Needs the `bench` extra."""
-    _require_sb3()
+    markdown table; writes JSON under OUT. Needs the `bench` extra. With --server-load: the Ray parameter
+    server's applied updates/s and push round trips per client count, --seconds each (extra `ray`)."""
     _positive("--seconds", opts["seconds"])
+    if opts["server_load"]:
+        _server_load(opts)
+        return
+    _require_sb3()
     _positive("--repeats", opts["repeats"], integer=True)
     if opts["seeds"] is not None:
         _positive("--seeds", opts["seeds"], integer=True)
@@ -102,5 +121,15 @@ def _race(opts: dict) -> None:
     plan = RacePlan(env_ids, opts["seeds"] or 3, opts["budget"], peer, opts["no_preset"] or opts["suite"])
     with tempfile.TemporaryDirectory(prefix="a3c-race-") as tmp:
         results = run_race(plan, opts["out"], Path(tmp))
+    click.echo(results["markdown"])
+    click.echo(f"\nJSON: {results['path']}")
+
+
+def _server_load(opts: dict) -> None:
+    from a3c.bench.server_load import server_load
+
+    if opts["env_ids"] or opts["suite"]:
+        raise BadInput("--server-load: not allowed with --env or --suite; expected one mode")
+    results = server_load(opts)
     click.echo(results["markdown"])
     click.echo(f"\nJSON: {results['path']}")

@@ -225,6 +225,13 @@ class Config:
         default=1,
         metadata={"help": "ray backend: gradients a worker averages before each exchange with the server"},
     )
+    ray_overlap: bool = field(
+        default=True,
+        metadata={
+            "help": "ray backend: a worker starts its next update while its push is in flight (its "
+            "gradients one exchange staler, counted in the policy lag)"
+        },
+    )
 
     def validate(self) -> Config:
         """Raise BadInput naming the first invalid field, its value and what is allowed; return self."""
@@ -295,9 +302,6 @@ class Config:
                 raise BadInput(f"{name}: {getattr(self, name)!r} is not allowed; expected {allowed}")
         if self.lr_schedule == "linear" and self.max_steps is None:
             raise BadInput("lr_schedule: 'linear' needs max_steps (the decay ends there); set --max-steps")
-        if self.lr_schedule == "linear" and self.backend == "ray":
-            # The Ray parameter server steps its own optimizer: the schedule would need its global step.
-            raise BadInput("lr_schedule: 'linear' is not allowed with backend ray yet; expected constant")
         return self
 
     def _choice(self, name: str) -> tuple[str, bool, str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,17 +63,13 @@ class SharedState:
         }
 
 
-def build_state(
-    config: Config, info: EnvInfo, serial: bool, resume: dict[str, Any] | None, source: str
-) -> SharedState:
+def build_state(config: Config, info: EnvInfo, resume: dict[str, Any] | None, source: str) -> SharedState:
     """The shared model, optimizer, statistics and counters, restored in place from ``resume`` (a checkpoint
     from ``load_resume_checkpoint``; ``source`` names it in errors). The run dir and start time are filled in
     by the Trainer."""
     model, optimizer = build_shared(config, info.spaces)  # one flat shared buffer, eager optimizer state
     obs_stats = SharedObsStats(info.spaces.obs_shape, config.workers) if config.obs_norm else None
-    # Ray's worker actors keep private return statistics (not checkpointed yet: the Ray parity issue).
-    ray = config.backend == "ray" and not serial
-    reward_stats = SharedObsStats((), config.workers) if config.reward_scale and not ray else None
+    reward_stats = SharedObsStats((), config.workers) if config.reward_scale else None
     if resume is not None:  # restore in place, before anything is written to the run dir
         restore_model(model, resume["model_state"], source)
         restore_optimizer(optimizer, resume["optimizer_state"], source)
@@ -82,12 +77,6 @@ def build_state(
             restore_obs_stats(obs_stats, resume.get("obs_norm"), source)
         if reward_stats is not None:
             restore_reward_stats(reward_stats, resume.get("reward_stats"), source)
-        elif config.reward_scale and "reward_stats" in resume:
-            print(
-                f"warning: {source}'s reward statistics are not used: the Ray backend's workers keep "
-                "their own (reward scaling starts afresh)",
-                file=sys.stderr,
-            )
         if "rng_state" in resume:
             torch.set_rng_state(resume["rng_state"])
     assert_shared(model, optimizer)

@@ -133,6 +133,7 @@ def test_a_hung_parameter_server_fails_the_run_naming_it(tmp_path, token, monkey
     assert result.returncode == 1, result.stderr[-3000:]
     assert "error: parameter server failed" in result.stderr
     assert "the parameter server did not answer" in result.stderr and "within 5 s (hung)" in result.stderr
+    assert f"continue with `a3c train --resume {run_dir}`" in result.stderr
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"] == "failed: parameter server"
     # last.pt holds the last sync (a checkpoint before the hang): weights and counters of one instant.
@@ -145,6 +146,7 @@ def test_a_hung_parameter_server_fails_the_run_naming_it(tmp_path, token, monkey
 def train(token: str, run_dir: Path, *args: str) -> dict:
     result = run_a3c("train", *args, "--quiet", timeout=400, token=token)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "starts afresh" not in result.stderr  # no statistics lost at a resume
     return read_json(run_dir / "summary.json")
 
 
@@ -154,10 +156,14 @@ def test_a_checkpoint_resumes_on_the_other_backend(tmp_path, token, first, then)
 
     run_dir = tmp_path / "run"
     common = ("--target-return", "1e9", "--max-seconds", "300")
-    train(token, run_dir, "--env", "CartPole-v1", "--backend", first, "--max-steps", "20000",
+    # Pendulum's preset: shared observation statistics and reward scaling, which must cross backends too.
+    train(token, run_dir, "--env", "Pendulum-v1", "--backend", first, "--max-steps", "20000",
           "--run-dir", str(run_dir), *common)  # fmt: skip
     before = load_resume_checkpoint(run_dir)
     assert before["config"]["backend"] == first and before["global_step"] >= 20_000
+    assert before["config"]["obs_norm"] and before["config"]["reward_scale"]
+    # Every observation and discounted return of every worker reached the checkpoint.
+    assert before["obs_norm"]["count"] >= before["global_step"] and before["reward_stats"]["count"] >= 20_000
     summary = train(token, run_dir, "--resume", str(run_dir), "--backend", then,
                     "--max-steps", str(before["global_step"] + 20_000), *common)  # fmt: skip
     after = load_resume_checkpoint(run_dir)
@@ -166,6 +172,9 @@ def test_a_checkpoint_resumes_on_the_other_backend(tmp_path, token, first, then)
     assert after["updates"] > before["updates"]
     step_before = before["optimizer_state"]["state"][0]["step"]
     assert after["optimizer_state"]["state"][0]["step"] > step_before  # the optimizer state went on, too
+    # The statistics went on from the checkpoint's, not afresh: their counts hold both segments.
+    for key in ("obs_norm", "reward_stats"):
+        assert after[key]["count"] >= before[key]["count"] + 20_000, key
     steps = [int(line.split(",")[1]) for line in (run_dir / "episodes.csv").read_text().splitlines()[1:]]
     assert steps == sorted(steps) and steps[-1] > before["global_step"]
     assert_no_ray_left(token)

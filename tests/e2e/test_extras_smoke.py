@@ -1,6 +1,7 @@
-"""Smoke runs of the optional env families: Atari (conv net + LSTM) and MuJoCo (Gaussian policy).
+"""Smoke runs of the optional env families: Atari (conv net + LSTM, and the frame-stack conv net) and MuJoCo
+(Gaussian policy, shared observation statistics), each on the local and the Ray backend.
 
-Each trains a few hundred steps with 2 spawned workers, writes a checkpoint, and ``a3c evaluate`` plays it.
+Each trains a few hundred steps with 2 workers, writes a checkpoint, and ``a3c evaluate`` plays it.
 ``make test`` installs both extras (they are in ``dev``); without one, its test is skipped and says why (it
 fails under CI's A3C_REQUIRE_EXTRAS=1).
 """
@@ -37,14 +38,23 @@ def needs(module: str, extra: str) -> Callable[[Callable], Callable]:
     return decorate
 
 
-def train_and_evaluate(run_dir, token, env_id: str, steps: int, *sets: str) -> tuple[dict, dict]:
+BACKENDS = pytest.mark.parametrize("backend", ["local", "ray"])
+
+
+def train_and_evaluate(
+    run_dir, token, env_id: str, steps: int, *sets: str, backend: str = "local"
+) -> tuple[dict, dict]:
+    if backend == "ray":
+        require_extra("ray", "ray")
     args = ["train", "--env", env_id, "--workers", "2", "--max-steps", str(steps), "--quiet"]
+    args += ["--backend", backend]
     for item in sets:
         args += ["--set", item]
     result = run_a3c(*args, "--run-dir", str(run_dir), timeout=300, token=token)
     assert result.returncode == 0, result.stderr
     summary = read_json(run_dir / "summary.json")
     assert summary["total_steps"] >= steps and summary["exit_reason"] == "max_steps"
+    assert read_json(run_dir / "config.json")["backend"] == backend
     assert (run_dir / "checkpoints" / "last.pt").is_file() and (run_dir / "checkpoints" / "best.pt").is_file()
     played = run_a3c("evaluate", str(run_dir), "--episodes", "1", "--json", timeout=300, token=token)
     assert played.returncode == 0, played.stderr
@@ -57,9 +67,12 @@ PONG_MIN_STEPS_PER_POINT = 20
 PONG_FRAME_CAP_STEPS = 27_000
 
 
+@BACKENDS
 @needs("ale_py", "atari")
-def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token):
-    summary, played = train_and_evaluate(run_dir, token, "ALE/Pong-v5", 400, "eval_episodes=1")
+def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token, backend):
+    summary, played = train_and_evaluate(
+        run_dir, token, "ALE/Pong-v5", 400, "eval_episodes=1", backend=backend
+    )
     config = read_json(run_dir / "config.json")
     assert config["model"] == "cnn" and config["lstm_size"] == 256  # the preset's A3C-LSTM
 
@@ -93,10 +106,25 @@ def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token):
     assert best["mean_return"] == max(float(r["mean_return"]) for r in evals)
 
 
+@needs("ale_py", "atari")
+def test_pong_frame_stack_trains_on_ray(run_dir, token):
+    sets = ("eval_episodes=1", "lstm_size=0", "frame_stack=4")
+    summary, played = train_and_evaluate(run_dir, token, "ALE/Pong-v5", 400, *sets, backend="ray")
+    assert summary["total_updates"] > 0 and -21 <= played["mean_return"] <= 21
+    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert state["spaces"]["obs_shape"] == [4, 84, 84] and not any("lstm" in k for k in state["model_state"])
+
+
+@BACKENDS
 @needs("mujoco", "mujoco")
-def test_halfcheetah_gaussian_trains_checkpoints_and_evaluates(run_dir, token):
-    summary, played = train_and_evaluate(run_dir, token, "HalfCheetah-v5", 2000, "eval_episodes=1")
+def test_halfcheetah_gaussian_trains_checkpoints_and_evaluates(run_dir, token, backend):
+    summary, played = train_and_evaluate(
+        run_dir, token, "HalfCheetah-v5", 2000, "eval_episodes=1", backend=backend
+    )
     assert played["mean_length"] == 1000 and played["env_id"] == "HalfCheetah-v5"
     state = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=False)
     assert state["spaces"]["continuous"] and state["spaces"]["n_actions"] == 6
     assert state["config"]["obs_norm"] and state["obs_norm"]["mean"].shape == (17,)  # evaluate uses these
+    last = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
+    # The workers' observations and returns reached the checkpoint (on Ray: through the parameter server).
+    assert last["obs_norm"]["count"] >= summary["total_steps"] and last["reward_stats"]["count"] > 0

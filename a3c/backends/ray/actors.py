@@ -1,8 +1,10 @@
-"""The Ray actors: the parameter server, the worker (the local backend's Learner against the server) and the
-evaluation actor; and how long the driver waits for them (see a3c/backends/ray/driver.py for the design)."""
+"""The Ray actors: the parameter server and the worker (the local backend's Learner against the server; the
+evaluation actor is in eval_actor.py); and how long the driver waits for them (see a3c/backends/ray/driver.py
+for the design)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any
@@ -12,22 +14,21 @@ import ray
 import torch
 
 from a3c.algo.flat import flatten_parameters
-from a3c.algo.greedy import play_greedy
-from a3c.algo.learner import Learner, build_model, build_shared
+from a3c.algo.learner import Learner, UpdateResult, build_model, build_shared
 from a3c.algo.metrics import MetricsWindow
 from a3c.algo.optim import non_finite_counts
 from a3c.backends.base import BackendFailed
+from a3c.backends.ray.stats import Arrays, RunStats
 from a3c.core.config import Config
 from a3c.core.records import EpisodeRecord, MetricsRecord
 from a3c.core.spaces import Spaces
 from a3c.run.resume import restore_model, restore_optimizer
-from envs import make_eval_vector_env
 
 SYNC_AT_LEAST_S = 0.5  # a worker whose gradients are all skipped (non-finite) still reports this often
 
 
 # Fault injection for tests/test_ray.py only: an actor named by this environment variable blocks in one of
-# its methods (see ``_injected_hang``). Nothing sets it outside the tests; unset, it costs one dict lookup.
+# its methods (see ``injected_hang``). Nothing sets it outside the tests; unset, it costs one dict lookup.
 HANG_VAR = "A3C_TEST_HANG"
 
 
@@ -37,7 +38,7 @@ HANG_S = 3600.0  # the injected hang; the driver must notice it and kill the act
 HANG_AFTER_UPDATES = 500  # the server's injected hang waits for these (seconds of training): a sync first
 
 
-def _injected_hang(actor: str) -> None:
+def injected_hang(actor: str) -> None:
     """Block (a test's injected hang) when ``A3C_TEST_HANG`` names ``actor``, in its first incarnation only:
     the actor that Ray restarts in its place goes on."""
     if os.environ.get(HANG_VAR) == actor and not ray.get_runtime_context().was_current_actor_reconstructed:
@@ -51,7 +52,8 @@ def writable_tensor(array: np.ndarray) -> torch.Tensor:
 
 @ray.remote
 class ParameterServer:
-    """The global model and optimizer; ``push`` applies one gradient and returns the new weights."""
+    """The global model and optimizer, and the run's observation and return statistics (``RunStats``);
+    ``push`` applies one gradient and returns the new weights."""
 
     def __init__(
         self,
@@ -60,9 +62,12 @@ class ParameterServer:
         model_state: dict[str, torch.Tensor],
         optimizer_state: dict[str, Any],
         base: list[int],
+        stats: dict[str, Arrays],
     ):
         torch.set_num_threads(1)
         cfg = Config.from_dict(config)
+        self.stats = RunStats.empty(spaces.obs_shape, cfg.workers, cfg.obs_norm, cfg.reward_scale)
+        self.stats.load(stats)
         self.model, self.optimizer = build_shared(cfg, spaces)
         restore_model(self.model, model_state, "the driver's model")
         restore_optimizer(self.optimizer, optimizer_state, "the driver's optimizer")
@@ -81,29 +86,39 @@ class ParameterServer:
         return int(self.registrations[worker] - 1)
 
     def push(
-        self, worker: int, grad: np.ndarray | None, steps: int, updates: int, skipped: int, records: list
-    ) -> tuple[np.ndarray, int, int, bool]:
-        """Apply ``grad`` (if any), count, keep the records; return (weights, global step, updates, stop)."""
+        self,
+        worker: int,
+        grad: np.ndarray | None,
+        counts: tuple[int, int, int],
+        lr: float,
+        records: list,
+        own_stats: dict[str, Arrays],
+    ) -> tuple[np.ndarray, int, int, bool, dict[str, Arrays]]:
+        """Apply ``grad`` (if any) at learning rate ``lr`` (the worker's schedule), add ``counts`` (steps,
+        updates, skipped), keep the records and the worker's own statistics slots; return (weights, global
+        step, updates, stop, every statistics slot)."""
         if grad is not None:
             self.flat.grad = writable_tensor(grad)
+            self.optimizer.param_groups[0]["lr"] = lr
             self.optimizer.step()
-        self.slots[:, worker] += (steps, updates, skipped)
+        self.slots[:, worker] += counts
         self.contact[worker] = time.monotonic()
         self.records.extend(records)
+        self.stats.load_own(worker, own_stats)
         total = self.base + self.slots.sum(axis=1)
-        return self.flat.numpy().copy(), int(total[0]), int(total[1]), self.stopped
+        return self.flat.numpy().copy(), int(total[0]), int(total[1]), self.stopped, self.stats.arrays()
 
-    def snapshot(self) -> tuple[np.ndarray, int, int]:
-        """(weights, global step, updates) read together."""
+    def snapshot(self) -> tuple[np.ndarray, int, int, dict[str, Arrays]]:
+        """(weights, global step, updates, every statistics slot) read together."""
         total = self.base + self.slots.sum(axis=1)
-        return self.flat.numpy().copy(), int(total[0]), int(total[1])
+        return self.flat.numpy().copy(), int(total[0]), int(total[1]), self.stats.arrays()
 
     def drain(self) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
         """The records since the last drain, the per-worker counter slots [3, workers], the seconds since
         each worker last called [workers] (inf: never; ages, not times, as the driver's clock may differ) and
         how often each worker registered [workers] (a restarted one registers again)."""
         if self.slots[1].sum() >= HANG_AFTER_UPDATES:
-            _injected_hang("server")  # tests: a server that hangs once training is under way
+            injected_hang("server")  # tests: a server that hangs once training is under way
         records, self.records = self.records, []
         return records, self.slots.copy(), time.monotonic() - self.contact, self.registrations.copy()
 
@@ -113,10 +128,10 @@ class ParameterServer:
         state."""
         return {name: count for name, count in non_finite_counts(self.model).items() if count}
 
-    def state(self) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
-        """(weights, optimizer state tensors, counter slots), for the driver's checkpoint."""
+    def state(self) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray, dict[str, Arrays]]:
+        """(weights, optimizer state tensors, counter slots, statistics slots): the driver's checkpoint."""
         optimizer = {k: v.numpy().copy() for k, v in self.optimizer.state[self.flat].items()}
-        return self.flat.numpy().copy(), optimizer, self.slots.copy()
+        return self.flat.numpy().copy(), optimizer, self.slots.copy(), self.stats.arrays()
 
     def stop(self) -> None:
         """Tell the workers to stop: every later ``push`` returns stop = True."""
@@ -179,100 +194,84 @@ class RayWorker:
         # first (after hang_timeout), so the worker's own waits are bounded more loosely.
         self.timeout = 2 * max(cfg.hang_timeout, STARTUP_TIMEOUT_S)
         restart = ray.get(server.register.remote(worker), timeout=self.timeout)
-        weights, self.global_step, self.updates_seen = ray.get(server.snapshot.remote(), timeout=self.timeout)
+        weights, self.global_step, self.updates_seen, stats = ray.get(
+            server.snapshot.remote(), timeout=self.timeout
+        )
         model = build_model(cfg, spaces)
         self.link = GradientLink(flatten_parameters(model), cfg.lr, cfg.sync_every)
         self.link.load(weights)
+        # A private twin of the run's statistics; its own slot too comes from the server, so a restarted
+        # worker goes on from what its previous incarnation sent.
+        self.stats = RunStats.empty(spaces.obs_shape, cfg.workers, cfg.obs_norm, cfg.reward_scale)
+        self.stats.load(stats)
         self.learner = Learner(
             cfg,
             model,
             self.link,
             child_seed(seed, worker, restart, resume_index),
             lambda: (self.updates_seen, self.global_step),
+            *self.stats.writers(worker),
         )
         self.window = MetricsWindow(worker)
 
     def run(self) -> str:
-        """Update until the server says stop; returns "stopped"."""
+        """Update until the server says stop; returns "stopped".
+
+        With ``ray_overlap`` the worker sends each push and starts its next update at once, taking the
+        previous push's reply only then: the round trip and the server's work hide behind a rollout, and each
+        gradient is computed on weights one exchange older (metrics.csv's policy lag counts that update)."""
         steps = updates = skipped = 0
-        records: list[EpisodeRecord | MetricsRecord] = []
+        self.records: list[EpisodeRecord | MetricsRecord] = []
+        group: list[UpdateResult] = []  # this exchange's results: to the metrics once their lag is known
+        pending: tuple[Any, int, list[UpdateResult]] | None = None  # (reply, weights' update count, group)
         last_sync = time.monotonic()
         while True:
             result = self.learner.update()
             finite = bool(np.isfinite(result.grad_norm))
             steps, updates, skipped = steps + result.steps, updates + 1, skipped + (not finite)
-            self.window.add(result)
+            group.append(result)
             wall = round(time.time() - self.start_time, 3)
-            step = self.global_step + steps
-            records += [
-                EpisodeRecord(wall, step, self.worker, e.episode_return, e.length) for e in result.episodes
+            self.records += [
+                EpisodeRecord(wall, self.global_step + steps, self.worker, e.episode_return, e.length)
+                for e in result.episodes
             ]
-            if self.window.due():
-                records.append(self.window.record(wall, step, self.cfg.lr))
-            if self.link.due() or time.monotonic() - last_sync >= SYNC_AT_LEAST_S:
-                reply = self.server.push.remote(
-                    self.worker, self.link.take(), steps, updates, skipped, records
-                )
-                weights, self.global_step, updates_now, stop = ray.get(
-                    reply, timeout=2 * self.cfg.hang_timeout
-                )
-                # Policy lag: the updates of other workers between this worker's weights and its gradient.
-                lag = max(updates_now - self.updates_seen - updates, 0)
-                self.window.lags[-updates:] = [lag] * min(updates, len(self.window.lags))
-                self.updates_seen = updates_now
-                self.link.load(weights)
-                steps = updates = skipped = 0
-                records, last_sync = [], time.monotonic()
-                if stop:
-                    return "stopped"
+            if not (self.link.due() or time.monotonic() - last_sync >= SYNC_AT_LEAST_S):
+                continue
+            lr = self.link.param_groups[0]["lr"]  # the Learner's schedule sets it before each step
+            reply = self.server.push.remote(
+                self.worker, self.link.take(), (steps, updates, skipped), lr, self.records,
+                self.stats.own(self.worker),
+            )  # fmt: skip
+            sent = (reply, self.updates_seen, group)
+            steps = updates = skipped = 0
+            self.records, group, last_sync = [], [], time.monotonic()
+            if not self.cfg.ray_overlap:
+                sent, pending = None, sent
+            stop = pending is not None and self._receive(*pending)
+            pending = sent
+            if stop:
+                if pending is not None:
+                    self._receive(*pending)  # the last push's reply: its update count and lag
+                return "stopped"
 
-
-@ray.remote(num_cpus=0, max_concurrency=2)  # two threads: ``beat`` and ``cancel`` answer during ``play``
-class EvalActor:
-    """Plays greedy episodes of given weights; says when they last advanced (its heartbeat) and stops them
-    early on request."""
-
-    def __init__(self, config: dict[str, Any], spaces: Spaces):
-        torch.set_num_threads(1)
-        self.cfg = Config.from_dict(config)
-        self.model = build_model(self.cfg, spaces)
-        self.flat = flatten_parameters(self.model)
-        self.envs: dict[int, Any] = {}
-        self.last_step: float | None = None  # time.monotonic() of the running play's last step (None: idle)
-        self.cancelled = 0  # the play id to cut short
-
-    def play(
-        self, weights: np.ndarray, episodes: int, seed: int, play_id: int
-    ) -> tuple[np.ndarray, np.ndarray, float]:
-        """(returns [episodes], lengths [episodes], CPU seconds used); partial if ``cancel(play_id)``."""
-        self.last_step = time.monotonic()
-        try:
-            _injected_hang("evaluator")  # tests: the first evaluator actor hangs, its restart does not
-            cpu = time.process_time()
-            with torch.no_grad():
-                self.flat.copy_(writable_tensor(weights))
-            if episodes not in self.envs:
-                self.envs[episodes] = make_eval_vector_env(
-                    self.cfg.env_id, episodes, frame_stack=self.cfg.frame_stack
-                )
-
-            def stepped() -> bool:  # called by play_greedy before every step
-                self.last_step = time.monotonic()
-                return self.cancelled == play_id
-
-            returns, lengths = play_greedy(self.model, self.envs[episodes], seed, stepped, self.cfg.squash)
-            return returns, lengths, time.process_time() - cpu
-        finally:
-            self.last_step = None
-
-    def beat(self) -> float | None:
-        """Seconds since the running play last stepped (None when none runs)."""
-        last = self.last_step
-        return None if last is None else time.monotonic() - last
-
-    def cancel(self, play_id: int) -> None:
-        """Cut play ``play_id`` short at its next step (a later or finished play is unaffected)."""
-        self.cancelled = play_id
+    def _receive(self, reply: Any, used: int, results: list[UpdateResult]) -> bool:
+        """Take a push's reply: load its weights and statistics, add its ``results`` to the metrics with
+        their policy lag (the updates that landed between the weights they used, counted ``used``, and
+        their own); whether the server says stop."""
+        weights, self.global_step, updates_now, stop, stats = ray.get(
+            reply, timeout=2 * self.cfg.hang_timeout
+        )
+        self.stats.load(stats, keep=self.worker)
+        lag = max(updates_now - used - len(results), 0)
+        for result in results:
+            self.window.add(dataclasses.replace(result, policy_lag=lag))
+        self.updates_seen = updates_now
+        self.link.load(weights)
+        if self.window.due():
+            wall = round(time.time() - self.start_time, 3)
+            lr = self.link.param_groups[0]["lr"]
+            self.records.append(self.window.record(wall, self.global_step, lr))
+        return stop
 
 
 STARTUP_TIMEOUT_S = 120.0  # an actor's first answer waits for Ray to start its process and import torch

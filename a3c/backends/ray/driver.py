@@ -49,13 +49,14 @@ from a3c.algo.flat import flat_view
 from a3c.backends.ray.actors import (
     STARTUP_TIMEOUT_S,
     ActorFailed,
-    EvalActor,
     ParameterServer,
     RayWorker,
     wait_limit,
     writable_tensor,
 )
+from a3c.backends.ray.eval_actor import EvalActor
 from a3c.backends.ray.evaluation import RemoteEvaluator
+from a3c.backends.ray.stats import RunStats
 from a3c.core.records import ErrorRecord, EvalRecord
 from a3c.runtime.bundle import SharedState
 from a3c.runtime.context import ONE_THREAD
@@ -93,8 +94,11 @@ class RayRun:
             config_dict = config.to_dict()
             dims = (spaces,)
             base = [int(v) for v in counters.base.tolist()]
+            # The trainer's statistics (slot 0: a resumed checkpoint's) seed the server's; ``sync`` copies the
+            # server's back before each checkpoint.
+            self.stats = RunStats(shared.obs_stats, shared.reward_stats)
             self.server = ParameterServer.options(num_cpus=0).remote(
-                config_dict, *dims, model.state_dict(), optimizer.state_dict(), base
+                config_dict, *dims, model.state_dict(), optimizer.state_dict(), base, self.stats.arrays()
             )
             self.server_answered = False  # until its first answer, the start-up timeout applies
             self.server_down = False  # hung or dead: never waited on again
@@ -121,9 +125,11 @@ class RayRun:
             self.eval_actor = actor = EvalActor.options(
                 max_restarts=config.max_restarts, max_task_retries=0
             ).remote(config_dict, *dims)
-            # The actors keep no shared observation statistics: the evaluation normalises as they do (none).
+            # The evaluator thread keeps its own twin of the observation statistics (the trainer's are the
+            # checkpoint's, written by ``sync`` in the main thread).
+            twin = RunStats.empty(spaces.obs_shape, config.workers, config.obs_norm, False).obs
             self.evaluator = RemoteEvaluator(
-                dataclasses.replace(shared, obs_stats=None),
+                dataclasses.replace(shared, obs_stats=twin),
                 eval_seed,
                 best_mean,
                 ask_server=self._ask_server,
@@ -170,14 +176,16 @@ class RayRun:
             raise ActorFailed(
                 "parameter server",
                 f"the parameter server did not answer {method}() within {timeout:g} s (hung); the run stops "
-                "and checkpoints/last.pt keeps the state of the last checkpoint",
+                "and checkpoints/last.pt keeps the state of the last checkpoint: continue with "
+                f"`a3c train --resume {self.evaluator.run_dir}`",
             ) from None
         except RayActorError as exc:
             self.server_down = True
             raise ActorFailed(
                 "parameter server",
-                f"the parameter server died ({type(exc).__name__}); checkpoints/last.pt keeps the state of "
-                "the last checkpoint",
+                f"the parameter server died ({type(exc).__name__}); the run stops and checkpoints/last.pt "
+                "keeps the state of the last checkpoint: continue with "
+                f"`a3c train --resume {self.evaluator.run_dir}`",
             ) from None
         self.server_answered = True
         return result
@@ -284,13 +292,14 @@ class RayRun:
 
     def sync(self) -> None:
         """Copy the server's weights, optimizer state and counters into the trainer's objects, in place."""
-        weights, optimizer, slots = self._ask_server("state")
+        weights, optimizer, slots, stats = self._ask_server("state")
         flat = self.optimizer.param_groups[0]["params"][0]
         with torch.no_grad():
             flat_view(self.model).copy_(writable_tensor(weights))
             for key, value in self.optimizer.state[flat].items():
                 value.copy_(writable_tensor(np.asarray(optimizer[key])))
         self._mirror_counters(slots)
+        self.stats.load(stats)
         self.synced_slots = slots
 
     def _stop_evaluator(self, timeout: float = EVAL_JOIN_S) -> bool:

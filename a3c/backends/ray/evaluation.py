@@ -44,9 +44,12 @@ class RemoteEvaluator(Evaluator):
         self.play_id = 0
 
     def _pull(self) -> tuple[int, int]:
-        weights, global_step, updates = self.ask_server("snapshot")
+        weights, global_step, updates, stats = self.ask_server("snapshot")
         with torch.no_grad():
             self.flat.copy_(writable_tensor(weights))
+        if self.obs_stats is not None:  # a private twin here (``RayRun``), loaded from the server's slots
+            self.obs_stats.load_slot_arrays(stats["obs"])
+            self.obs_snapshot.copy_from(self.obs_stats.merged())
         return global_step, updates
 
     def _play(self, episodes: int, should_stop) -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +58,8 @@ class RemoteEvaluator(Evaluator):
         seed = int(self.rng.integers(2**31 - 1 - episodes))
         while True:
             self.play_id += 1
-            ref = self.actor.play.remote(self.flat.numpy(), episodes, seed, self.play_id)
+            obs_norm = None if self.obs_snapshot is None else self.obs_snapshot.state_dict()
+            ref = self.actor.play.remote(self.flat.numpy(), episodes, seed, self.play_id, obs_norm)
             try:
                 result = self._await(ref, should_stop)
             except _Hung as exc:
