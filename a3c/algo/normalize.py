@@ -183,7 +183,8 @@ class SharedObsStats:
     def load_writer_arrays(self, index: int, arrays: tuple[np.ndarray, ...]) -> None:
         """Overwrite writer ``index``'s slot, in place, with ``writer_arrays(index)`` of a twin."""
         for target, source in zip((self.means, self.vars, self.counts), arrays, strict=True):
-            target[index + 1] = torch.as_tensor(np.asarray(source, dtype=np.float64))
+            # torch.tensor copies: Ray hands the arrays read-only
+            target[index + 1] = torch.tensor(np.asarray(source), dtype=torch.float64)
 
     def load_state_dict(self, state: dict) -> None:
         """Start from ``state`` (a checkpoint's merged statistics) in slot 0; empty the writers' slots."""

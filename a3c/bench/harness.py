@@ -107,14 +107,17 @@ def ours_throughput(
     rows = []
     with (run_dir / "metrics.csv").open() as f:
         header = f.readline().strip().split(",")
-        wall, step = header.index("wall_time"), header.index("global_step")
+        columns = [header.index(k) for k in ("wall_time", "global_step", "updates", "policy_lag_mean")]
         for line in f:
             cells = line.strip().split(",")
-            rows.append((float(cells[wall]), int(cells[step])))
+            wall, step, updates, lag = (cells[i] for i in columns)
+            rows.append((float(wall), int(step), int(updates), float(lag)))
     rows.sort()
     counted = [r for r in rows if r[0] >= rows[0][0] + WARMUP_S]  # Ray's start-up comes before the first row
-    (t0, s0), (t1, s1) = counted[0], counted[-1]
+    (t0, s0, *_), (t1, s1, *_) = counted[0], counted[-1]
+    updates = sum(r[2] for r in counted)
     return {
+        "policy_lag_mean": sum(r[2] * r[3] for r in counted) / updates if updates else None,  # per update
         "workers": workers,
         "envs_per_worker": envs,
         "t_max": CLASSIC_T_MAX if envs == 1 else None,
@@ -175,28 +178,30 @@ def run_bench(
 
         # Alternating: each of ours next to a peer run where there is one; every setting ``repeats`` times
         # (CartPole's rate moves ~10-20% between runs with how long the episodes of the moment are).
+        # The Ray backend on this one machine, each run right after the local 2 x 16 it is compared with.
+        ray_runs = [("ray", 2, 1), ("ray", 2, 4)] if _ray_installed() else []
         schedule = [
             ("ours", 2, 1), ("sb3", 16, None), ("ours", 2, 8), ("sb3", 32, None), ("ours", 2, 16),
-            ("ours", 1, 1), ("ours", 1, 8), ("ours", 1, 16),
+            *ray_runs, ("ours", 1, 1), ("ours", 1, 8), ("ours", 1, 16),
         ]  # fmt: skip
         runs: dict[str, list[dict[str, Any]]] = {}
         for _ in range(plan.repeats):
             for side, a, b in schedule:
-                key = f"ours_{a}x{b}" if side == "ours" else f"sb3_{a}"
-                run = (
-                    ours_throughput(a, b, plan.seconds, work)
-                    if side == "ours"
-                    else peer_throughput(a, plan.seconds)
-                )
+                key = {"ours": f"ours_{a}x{b}", "sb3": f"sb3_{a}", "ray": f"ray_2x16_sync{b}"}[side]
+                if side == "ours":
+                    run = ours_throughput(a, b, plan.seconds, work)
+                elif side == "ray":
+                    run = ours_throughput(2, 16, plan.seconds, work, backend="ray", sync_every=b)
+                else:
+                    run = peer_throughput(a, plan.seconds)
                 runs.setdefault(key, []).append(run)
                 log(f"throughput {key}: {run['steps_per_s']:,.0f} steps/s")
-        if _ray_installed():  # the Ray backend on this one machine against the local 2 x 16 (issue 7's row)
-            for sync_every in (1, 4):
-                key = f"ray_2x16_sync{sync_every}"
-                runs[key] = [ours_throughput(2, 16, plan.seconds, work, backend="ray", sync_every=sync_every)]
-                log(f"throughput {key}: {runs[key][0]['steps_per_s']:,.0f} steps/s")
         throughput = {
-            key: {"steps_per_s": statistics.mean(r["steps_per_s"] for r in rs), "runs": rs}
+            key: {
+                "steps_per_s": statistics.mean(r["steps_per_s"] for r in rs),
+                "policy_lag_mean": _mean_or_none([r.get("policy_lag_mean") for r in rs]),
+                "runs": rs,
+            }
             for key, rs in runs.items()
         }
         results["throughput"] = throughput
@@ -215,6 +220,12 @@ def run_bench(
     path.write_text(json.dumps(results, indent=2) + "\n")
     results["path"] = str(path)
     return results
+
+
+def _mean_or_none(values: list[float | None]) -> float | None:
+    """The mean of the values that are not None (None if none is)."""
+    known = [v for v in values if v is not None]
+    return statistics.mean(known) if known else None
 
 
 def _ray_installed() -> bool:

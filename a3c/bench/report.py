@@ -27,6 +27,11 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
         for k in (1, 8, 16)
     }
     reeval = [r["reeval_mean"] for r in ours]
+    ray_ratio = (
+        tput["ray_2x16_sync1"]["steps_per_s"] / tput["ours_2x16"]["steps_per_s"]
+        if "ray_2x16_sync1" in tput
+        else None
+    )
     checks = {
         "time-to-solve median ratio ours/SB3 <= 0.5": ratio is not None and ratio <= 0.5,
         "ours solved every seed": all(r["solved"] for r in ours),
@@ -35,6 +40,7 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
         "classic 2 workers x 1 env >= 12,000 steps/s": tput["ours_2x1"]["steps_per_s"] >= 12_000,
         "scaling efficiency 1 -> 2 workers >= 0.85 at every throughput setting": min(scaling.values())
         >= 0.85,
+        **({} if ray_ratio is None else {"Ray 2 x 16 at sync_every 1 >= 0.8 x local": ray_ratio >= 0.8}),
     }
     return {
         "ours_time_to_solve": ours_t,
@@ -42,6 +48,7 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
         "ratio_ours_over_sb3": ratio,
         "throughput_2x16_over_sb3_32": vs_peer,
         "scaling_efficiency": scaling,
+        "ray_sync1_over_local": ray_ratio,
         "checks": checks,
     }
 
@@ -88,10 +95,14 @@ def markdown(results: dict[str, Any]) -> str:
     for k in (16, 32):
         lines.append(f"| SB3 A2C, {k} envs (one process) | {tput[f'sb3_{k}']['steps_per_s']:,.0f} | | |")
     local = tput["ours_2x16"]["steps_per_s"]
+    local_lag = fmt(tput["ours_2x16"].get("policy_lag_mean"), 2)
     for k in (1, 4) if "ray_2x16_sync1" in tput else ():
-        ray_rate = tput[f"ray_2x16_sync{k}"]["steps_per_s"]
-        label = f"ours on the Ray backend, 2 worker actors × 16 envs, sync_every {k} (one run)"
-        lines.append(f"| {label} | | {ray_rate:,.0f} | {ray_rate / local:.2f} of local |")
+        ray = tput[f"ray_2x16_sync{k}"]
+        lag = f"policy lag {fmt(ray.get('policy_lag_mean'), 2)} (local {local_lag})"
+        label = f"ours on the Ray backend, 2 worker actors × 16 envs, sync_every {k}"
+        lines.append(
+            f"| {label} | | {ray['steps_per_s']:,.0f} | {ray['steps_per_s'] / local:.2f} of local; {lag} |"
+        )
     lines += ["", f"Ours 2 × 16 / SB3 32 envs: **{s['throughput_2x16_over_sb3_32']:.2f}×**", ""]
     lines += ["### Per-step cost of one worker (µs per env step, 1 worker, default preset)", ""]
     lines += ["| part | µs/step |", "|---|---|"]

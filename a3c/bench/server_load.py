@@ -6,7 +6,8 @@ no env stepping, for N in a list. Per N, after a warm-up:
 
 - applied updates/s: the server's own update counter, read at the start and the end of the window;
 - push round trip p50/p95 (ms): each client times push → reply for the calls it starts in the window;
-- server CPU: the server process's CPU seconds over the window per second (1.0: one core busy).
+- server CPU: the server process's CPU seconds over the window per second (1.0: one core busy), and per
+  applied update: 1000 / that is the server's ceiling in updates/s on one core of its own.
 
 Models: ``mlp`` is the CartPole-v1 preset's MLP, ``atari`` the ALE/Pong-v5 preset's conv net + LSTM (the
 ``atari`` extra). The server is built as the driver (backends/ray/driver.py) builds it.
@@ -49,12 +50,13 @@ def _new_server(config: Any, spaces: Any) -> Any:
     )
 
 
-def _push_once(server: Any, worker: int, grad: np.ndarray, lr: float) -> np.ndarray:
-    """One push of ``grad`` [params] as ``worker`` (1 update, no records) and its reply: the new weights."""
+def _push_once(server: Any, worker: int, grad: bytes, lr: float) -> np.ndarray:
+    """One push of ``grad`` (a flat float32 gradient's bytes, as a worker sends it) as ``worker`` (1 update,
+    no records) and its reply: the new weights [params]."""
     import ray
 
     reply = server.push.remote(worker, grad, (0, 1, 0), lr, [], {})
-    return ray.get(reply, timeout=CALL_TIMEOUT_S)[0]
+    return np.frombuffer(ray.get(reply, timeout=CALL_TIMEOUT_S)[0], np.float32)
 
 
 def _server_reading(server: Any, timeout: float = CALL_TIMEOUT_S) -> tuple[int, float]:
@@ -79,7 +81,7 @@ class LoadClient:
     def __init__(self, worker: int, server: Any, params: int, lr: float):
         self.worker, self.server, self.lr = worker, server, lr
         # A real-sized gradient of small values: the optimizer step costs what a real one costs.
-        self.grad = np.random.default_rng(worker).normal(0.0, 1e-4, params).astype(np.float32)
+        self.grad = np.random.default_rng(worker).normal(0.0, 1e-4, params).astype(np.float32).tobytes()
         self.weights = np.empty(params, np.float32)
 
     def ready(self) -> bool:
@@ -124,6 +126,7 @@ def summarize_point(
         "latency_p50_ms": p50,
         "latency_p95_ms": p95,
         "server_cpu": server_cpu_s / window_s,
+        "server_cpu_ms_per_update": server_cpu_s / updates * 1e3 if updates else None,
     }
 
 
@@ -142,15 +145,16 @@ def markdown(results: dict[str, Any]) -> str:
         f"parameters, {results['params'] * 4 / 1e6:.2f} MB per gradient), {results['plan']['seconds']:g} s "
         "per row",
         "",
-        "| clients | applied updates/s | push round trip p50 (ms) | p95 (ms) | server CPU (cores) |",
-        "|---:|---:|---:|---:|---:|",
+        "| clients | applied updates/s | push round trip p50 (ms) | p95 (ms) | server CPU (cores) | "
+        "server CPU per update (ms) |",
+        "|---:|---:|---:|---:|---:|---:|",
     ]
     for row in results["points"]:
-        p50, p95 = row["latency_p50_ms"], row["latency_p95_ms"]
+        p50, p95, per_update = row["latency_p50_ms"], row["latency_p95_ms"], row["server_cpu_ms_per_update"]
         lines.append(
             f"| {row['clients']} | {row['updates_per_s']:,.0f} | "
             f"{'—' if p50 is None else f'{p50:.2f}'} | {'—' if p95 is None else f'{p95:.2f}'} | "
-            f"{row['server_cpu']:.2f} |"
+            f"{row['server_cpu']:.2f} | {'—' if per_update is None else f'{per_update:.2f}'} |"
         )
     return "\n".join(lines)
 

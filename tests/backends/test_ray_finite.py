@@ -25,7 +25,7 @@ def test_the_server_counts_non_finite_weights_itself():
     model, optimizer = build_shared(config, spaces)
     # The class under Ray's actor wrapper: the same methods, called in this process.
     server = ParameterServer.__ray_metadata__.modified_class(
-        config.to_dict(), spaces, model.state_dict(), optimizer.state_dict(), [0, 0, 0]
+        config.to_dict(), spaces, model.state_dict(), optimizer.state_dict(), [0, 0, 0], {}
     )
     assert server.non_finite_counts() == {}
     name, param = next(iter(server.model.named_parameters()))

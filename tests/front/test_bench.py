@@ -13,6 +13,8 @@ from a3c.bench.harness import ours_throughput
 from a3c.bench.report import markdown, summarize
 from tests.conftest import ROOT, require_extra
 
+LAGS = {"ours_2x16": 0.9, "ray_2x16_sync1": 1.5, "ray_2x16_sync4": 2.0}
+
 
 def synthetic(ours_rate: float = 13_000.0) -> dict:
     solve = lambda t, steps, mean: {  # noqa: E731
@@ -28,7 +30,7 @@ def synthetic(ours_rate: float = 13_000.0) -> dict:
             "ours": [solve(3.0, 20_000, 500.0), solve(4.0, 30_000, 490.0), solve(5.0, 40_000, 480.0)],
             "sb3": [solve(8.0, 9000, 500.0), solve(10.0, 10_000, 475.0), solve(None, 50_000, 300.0)],
         },
-        "throughput": {k: {"steps_per_s": v} for k, v in rates.items()},
+        "throughput": {k: {"steps_per_s": v, "policy_lag_mean": LAGS.get(k)} for k, v in rates.items()},
         "breakdown": {"total_us": 50.0},
     }
 
@@ -39,19 +41,22 @@ def test_summary_checks_every_target():
     assert s["ratio_ours_over_sb3"] == pytest.approx(4.0 / 9.0)  # medians of the solved runs: 4.0 and 9.0
     assert s["throughput_2x16_over_sb3_32"] == pytest.approx(54_000 / 16_000)
     assert s["scaling_efficiency"] == pytest.approx({"1": 13_000 / 14_000, "8": 0.9, "16": 0.9})
-    assert all(s["checks"].values()), s["checks"]
+    ray = "Ray 2 x 16 at sync_every 1 >= 0.8 x local"
+    assert all(ok for name, ok in s["checks"].items() if name != ray), s["checks"]
     slow = summarize(synthetic(ours_rate=11_000))
     failed = [name for name, ok in slow["checks"].items() if not ok]
     assert failed == [
         "classic 2 workers x 1 env >= 12,000 steps/s",
         "scaling efficiency 1 -> 2 workers >= 0.85 at every throughput setting",
+        ray,
     ]
     results["summary"] = s
     table = markdown(results)
     assert "| a3c train (default preset) | 4.0 | 3.0 | 5.0 | 3/3 |" in table
     assert "| SB3 A2C (zoo) | 9.0 | 8.0 | 10.0 | 2/3 |" in table
     assert "[x] 2 workers x 16 envs >= 2.5 x SB3 with 32 envs" in table
-    assert "sync_every 1 (one run) | | 27,000 | 0.50 of local |" in table
+    assert "sync_every 1 | | 27,000 | 0.50 of local; policy lag 1.50 (local 0.90) |" in table
+    assert not s["checks"]["Ray 2 x 16 at sync_every 1 >= 0.8 x local"] and s["ray_sync1_over_local"] == 0.5
 
 
 def test_bench_needs_sane_arguments(capsys):
@@ -67,8 +72,9 @@ def test_bench_needs_sane_arguments(capsys):
 @pytest.mark.slow
 def test_our_throughput_run_reads_its_metrics(tmp_path):
     for _ in range(2):  # the bench repeats each setting: the second run must not collide with the first
-        run = ours_throughput(1, 2, 2.0, tmp_path)
+        run = ours_throughput(1, 2, 5.0, tmp_path)  # rows after the warm-up even when start-up is slow
         assert run["steps"] > 0 and run["seconds"] > 0.5 and run["steps_per_s"] > 1000
+        assert run["policy_lag_mean"] == 0.0  # one worker: nobody else's updates land in between
 
 
 @pytest.mark.slow

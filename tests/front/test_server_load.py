@@ -28,6 +28,7 @@ def test_a_row_and_the_table_from_known_numbers():
     assert row["latency_p50_ms"] == pytest.approx(3.0)
     assert row["latency_p95_ms"] == pytest.approx(8.8)  # rank 3.8: 4 + 0.8 * (10 - 4)
     assert row["server_cpu"] == pytest.approx(0.85)
+    assert row["server_cpu_ms_per_update"] == pytest.approx(1.7)  # 8.5 s of CPU for 5000 updates
     empty = summarize_point(1, 0, 2.0, [], 0.0)
     results = {
         "model": "mlp",
@@ -38,8 +39,8 @@ def test_a_row_and_the_table_from_known_numbers():
     }
     table = markdown(results)
     assert "9,155 parameters, 0.04 MB per gradient), 10 s per row" in table
-    assert "| 4 | 500 | 3.00 | 8.80 | 0.85 |" in table
-    assert "| 1 | 0 | — | — | 0.00 |" in table
+    assert "| 4 | 500 | 3.00 | 8.80 | 0.85 | 1.70 |" in table
+    assert "| 1 | 0 | — | — | 0.00 | — |" in table
 
 
 def test_client_counts_parse_or_name_the_option():

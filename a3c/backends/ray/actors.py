@@ -72,6 +72,7 @@ class ParameterServer:
         restore_model(self.model, model_state, "the driver's model")
         restore_optimizer(self.optimizer, optimizer_state, "the driver's optimizer")
         self.flat = self.optimizer.param_groups[0]["params"][0]
+        self.dtype = self.flat.numpy().dtype
         self.slots = np.zeros((3, cfg.workers), np.int64)  # steps, updates, skipped of each worker
         self.base = np.asarray(base, np.int64)
         self.registrations = np.zeros(cfg.workers, np.int64)
@@ -88,17 +89,20 @@ class ParameterServer:
     def push(
         self,
         worker: int,
-        grad: np.ndarray | None,
+        grad: bytes | None,
         counts: tuple[int, int, int],
         lr: float,
         records: list,
         own_stats: dict[str, Arrays],
-    ) -> tuple[np.ndarray, int, int, bool, dict[str, Arrays]]:
-        """Apply ``grad`` (if any) at learning rate ``lr`` (the worker's schedule), add ``counts`` (steps,
-        updates, skipped), keep the records and the worker's own statistics slots; return (weights, global
-        step, updates, stop, every statistics slot)."""
+    ) -> tuple[bytes, int, int, bool, dict[str, Arrays]]:
+        """Apply ``grad`` (if any; the flat gradient's bytes) at learning rate ``lr`` (the worker's schedule),
+        add ``counts`` (steps, updates, skipped), keep the records and the worker's own statistics slots;
+        return (the flat weights' bytes, global step, updates, stop, every statistics slot).
+
+        Bytes, not arrays: Ray's out-of-band path for an array costs about 0.15 ms more per side per call,
+        a tenth of a CartPole update (measured with a bare actor, 9,155 float32 values)."""
         if grad is not None:
-            self.flat.grad = writable_tensor(grad)
+            self.flat.grad = writable_tensor(np.frombuffer(grad, self.dtype))
             self.optimizer.param_groups[0]["lr"] = lr
             self.optimizer.step()
         self.slots[:, worker] += counts
@@ -106,7 +110,7 @@ class ParameterServer:
         self.records.extend(records)
         self.stats.load_own(worker, own_stats)
         total = self.base + self.slots.sum(axis=1)
-        return self.flat.numpy().copy(), int(total[0]), int(total[1]), self.stopped, self.stats.arrays()
+        return self.flat.numpy().tobytes(), int(total[0]), int(total[1]), self.stopped, self.stats.arrays()
 
     def snapshot(self) -> tuple[np.ndarray, int, int, dict[str, Arrays]]:
         """(weights, global step, updates, every statistics slot) read together."""
@@ -158,15 +162,19 @@ class GradientLink:
         """True once ``sync_every`` gradients are summed: time to send their mean."""
         return self.count >= self.sync_every
 
-    def take(self) -> np.ndarray | None:
-        """The mean of the gradients since the last take (None if there were none); starts a new sum."""
-        mean = None if self.count == 0 else (self.total / self.count).numpy()  # a new tensor: safe to zero
+    def take(self) -> bytes | None:
+        """The bytes of the mean of the gradients since the last take (None if there were none); starts a new
+        sum."""
+        mean = None if self.count == 0 else (self.total / self.count).numpy().tobytes()
         self.total.zero_()
         self.count = 0
         return mean
 
-    def load(self, weights: np.ndarray) -> None:
-        """Copy the server's flat ``weights`` into the local model's flat parameters."""
+    def load(self, weights: np.ndarray | bytes) -> None:
+        """Copy the server's flat ``weights`` (an array, or a push's bytes) into the local model's flat
+        parameters."""
+        if isinstance(weights, bytes):
+            weights = np.frombuffer(weights, self.flat.numpy().dtype)
         with torch.no_grad():
             self.flat.copy_(writable_tensor(weights))
 
@@ -214,8 +222,8 @@ class RayWorker:
         )
         self.window = MetricsWindow(worker)
 
-    def run(self) -> str:
-        """Update until the server says stop; returns "stopped".
+    def run(self) -> list[EpisodeRecord | MetricsRecord]:
+        """Update until the server says stop; returns the records no push carried (the last metrics).
 
         With ``ray_overlap`` the worker sends each push and starts its next update at once, taking the
         previous push's reply only then: the round trip and the server's work hide behind a rollout, and each
@@ -252,7 +260,10 @@ class RayWorker:
             if stop:
                 if pending is not None:
                     self._receive(*pending)  # the last push's reply: its update count and lag
-                return "stopped"
+                if self.window.lags:  # the last, partial window: every worker that updated has metrics
+                    wall = round(time.time() - self.start_time, 3)
+                    self.records.append(self.window.record(wall, self.global_step, lr))
+                return self.records  # the driver takes them from the loop's result
 
     def _receive(self, reply: Any, used: int, results: list[UpdateResult]) -> bool:
         """Take a push's reply: load its weights and statistics, add its ``results`` to the metrics with

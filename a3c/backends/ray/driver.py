@@ -31,12 +31,10 @@ No wait is without a timeout (DESIGN invariant 7), and a hung actor is treated l
 from __future__ import annotations
 
 import dataclasses
-import os
 import queue
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -54,12 +52,12 @@ from a3c.backends.ray.actors import (
     wait_limit,
     writable_tensor,
 )
+from a3c.backends.ray.cluster import connect
 from a3c.backends.ray.eval_actor import EvalActor
 from a3c.backends.ray.evaluation import RemoteEvaluator
 from a3c.backends.ray.stats import RunStats
 from a3c.core.records import ErrorRecord, EvalRecord
 from a3c.runtime.bundle import SharedState
-from a3c.runtime.context import ONE_THREAD
 from a3c.runtime.evaluator import next_wait
 
 EVAL_JOIN_S = 10.0  # the evaluator thread gets this long to end once asked (its waits are all bounded)
@@ -79,17 +77,8 @@ class RayRun:
         config, spaces, start_time = shared.config, shared.spaces, shared.start_time
         model, optimizer, counters = shared.model, shared.optimizer, shared.counters
         self.config, self.model, self.optimizer, self.counters = config, model, optimizer, counters
-        self.started_cluster = not ray.is_initialized()
-        if self.started_cluster:
-            ray.init(
-                address=config.ray_address,
-                num_cpus=None if config.ray_address else max(config.workers, os.cpu_count() or 1),
-                namespace=f"a3c-{uuid.uuid4().hex[:8]}",
-                include_dashboard=False,
-                configure_logging=False,
-                log_to_driver=True,
-                runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor (runtime/context.py)
-            )
+        self.run_dir = shared.run_dir
+        self.started_cluster = connect(config)  # joins --ray-address, else starts one on loopback
         try:
             config_dict = config.to_dict()
             dims = (spaces,)
@@ -102,6 +91,7 @@ class RayRun:
             )
             self.server_answered = False  # until its first answer, the start-up timeout applies
             self.server_down = False  # hung or dead: never waited on again
+            self.server_failure = ""  # why it is down: every later call says it again
             # The counter slots of the last sync: consistent with the weights the trainer holds, so they are
             # what the final checkpoint saves if the server is lost.
             self.synced_slots = np.zeros((3, config.workers), np.int64)
@@ -167,26 +157,21 @@ class RayRun:
         """Call a server method and wait for its answer, at most ``hang_timeout`` s (the start-up timeout for
         its first); a server that does not answer (or died) is down for good: ``ActorFailed``."""
         if self.server_down:
-            raise ActorFailed("parameter server", "the parameter server is down (see the first error)")
+            # The trainer and the evaluator thread both ask: the one that fails second must say the same.
+            raise ActorFailed("parameter server", self.server_failure)
         timeout = wait_limit(self.config.hang_timeout, starting=not self.server_answered)
         try:
             result = ray.get(getattr(self.server, method).remote(*args), timeout=timeout)
-        except GetTimeoutError:
+        except (GetTimeoutError, RayActorError) as exc:
+            what = f"died ({type(exc).__name__})"
+            if isinstance(exc, GetTimeoutError):
+                what = f"did not answer {method}() within {timeout:g} s (hung)"
+            self.server_failure = (
+                f"the parameter server {what}; the run stops and checkpoints/last.pt keeps the state of the "
+                f"last checkpoint: continue with `a3c train --resume {self.run_dir}`"
+            )
             self.server_down = True
-            raise ActorFailed(
-                "parameter server",
-                f"the parameter server did not answer {method}() within {timeout:g} s (hung); the run stops "
-                "and checkpoints/last.pt keeps the state of the last checkpoint: continue with "
-                f"`a3c train --resume {self.evaluator.run_dir}`",
-            ) from None
-        except RayActorError as exc:
-            self.server_down = True
-            raise ActorFailed(
-                "parameter server",
-                f"the parameter server died ({type(exc).__name__}); the run stops and checkpoints/last.pt "
-                "keeps the state of the last checkpoint: continue with "
-                f"`a3c train --resume {self.evaluator.run_dir}`",
-            ) from None
+            raise ActorFailed("parameter server", self.server_failure) from None
         self.server_answered = True
         return result
 
@@ -229,7 +214,7 @@ class RayRun:
             if not done:
                 continue
             try:
-                ray.get(ref, timeout=self.config.hang_timeout)  # ready: no wait
+                records += ray.get(ref, timeout=self.config.hang_timeout)  # ready: no wait; its last records
                 del self.loops[i]  # stopped on request
             except (RayActorError, RayTaskError) as exc:
                 starting = time.monotonic() - self.loop_started[i] < STARTUP_TIMEOUT_S
@@ -254,6 +239,16 @@ class RayRun:
                     self._start_loop(i)
                     self.loop_started[i] = time.monotonic()
         return [*records, *self._eval_records()]
+
+    def _last_records(self) -> list[Any]:
+        """The records each stopped worker loop returned (its last metrics); loops still running give none."""
+        records: list[Any] = []
+        for ref in self.loops.values():
+            try:
+                records += ray.get(ref, timeout=0)
+            except (GetTimeoutError, RayActorError, RayTaskError):
+                continue  # still running or failed: its last window is lost, as a crashed process's is
+        return records
 
     def _start_loop(self, i: int) -> None:
         self.loops[i] = self.workers[i].run.remote()
@@ -338,7 +333,7 @@ class RayRun:
                     self._ask_server("stop")
                     if self.loops:
                         ray.wait(list(self.loops.values()), num_returns=len(self.loops), timeout=timeout)
-                    records = self._ask_server("drain")[0]
+                    records = self._ask_server("drain")[0] + self._last_records()
                     self.sync()
                 except ActorFailed as exc:
                     records.append(exc.record())

@@ -1,0 +1,107 @@
+"""The Ray cluster of a run: join the one ``--ray-address`` names, or start one on this machine that listens
+on loopback only.
+
+Why loopback needs help (Ray 2.60, read in its source): Ray replaces a loopback host (``127.0.0.1``,
+``localhost``) in a node IP or a cluster address with this machine's external address
+(``ray._private.services.resolve_ip_for_localhost``), so that a one-node cluster can be joined from other
+machines; its servers then bind every interface. With the node IP kept at ``127.0.0.1`` they bind loopback
+alone. ``loopback_kept`` keeps such a host as given, for a cluster a run starts and for an address that
+names one (``--ray-address 127.0.0.1:PORT``, a head started with ``--node-ip-address=127.0.0.1``).
+
+Token authentication is Ray's own (docs/ray.md): the driver passes nothing; it reads ``RAY_AUTH_MODE``,
+``RAY_AUTH_TOKEN_PATH`` / ``RAY_AUTH_TOKEN`` from its environment like every Ray process.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import ray
+import ray._private.services as ray_services
+
+from a3c.core.config import Config
+from a3c.runtime.context import ONE_THREAD
+
+LOOPBACK = "127.0.0.1"
+LOOPBACK_HOSTS = frozenset({LOOPBACK, "localhost", "::1"})
+# Ray retries a head that does not answer for over 10 minutes (20 tries, ~40 s each measured), so a wrong
+# --ray-address is caught first by opening a TCP connection under this limit.
+CONNECT_TIMEOUT_S = 10.0
+
+
+@contextmanager
+def loopback_kept() -> Iterator[None]:
+    """Within the block, Ray keeps a loopback host as given instead of swapping in the external address
+    (see the module docstring); a Ray without that hook is left alone (``connect`` then warns)."""
+    resolve = getattr(ray_services, "resolve_ip_for_localhost", None)
+    if resolve is None:
+        yield
+        return
+
+    def as_given(host: str) -> str:
+        return host if host in LOOPBACK_HOSTS else resolve(host)
+
+    ray_services.resolve_ip_for_localhost = as_given
+    try:
+        yield
+    finally:
+        ray_services.resolve_ip_for_localhost = resolve
+
+
+def node_addresses() -> set[str]:
+    """The addresses the live nodes of the connected cluster advertise (their servers bind these)."""
+    return {node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"]}
+
+
+def check_reachable(address: str) -> None:
+    """Raise ConnectionError naming ``--ray-address`` unless HOST:PORT accepts a TCP connection within
+    CONNECT_TIMEOUT_S (``auto`` and ``ray://`` addresses are Ray's to resolve: not checked)."""
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
+            pass
+    except (OSError, ValueError) as exc:
+        raise ConnectionError(
+            f"--ray-address {address}: no Ray head answers there ({exc}); expected HOST:PORT of a head "
+            "started with `ray start --head --port=PORT`, reachable from here"
+        ) from None
+
+
+def connect(config: Config) -> bool:
+    """Connect this process to the run's cluster: ``config.ray_address`` (``auto`` or HOST:PORT), or, when
+    it is None, a new one-node cluster on loopback with a CPU per worker at least. Returns whether it
+    connected (so the run disconnects at its end, which also stops a cluster it started); False when Ray
+    was already initialised by the caller (a test, a notebook), whose connection the run leaves alone."""
+    if ray.is_initialized():
+        return False
+    start = config.ray_address is None
+    if not start:
+        check_reachable(config.ray_address)
+    with loopback_kept():
+        ray.init(
+            # "local" starts a cluster even when RAY_ADDRESS is set: no address means "start one here".
+            address="local" if start else config.ray_address,
+            num_cpus=max(config.workers, os.cpu_count() or 1) if start else None,
+            _node_ip_address=LOOPBACK if start else None,
+            namespace=f"a3c-{uuid.uuid4().hex[:8]}",
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=True,
+            runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor (runtime/context.py)
+        )
+    exposed = node_addresses() - {LOOPBACK} if start else set()
+    if exposed:  # a Ray whose loopback handling differs from 2.60's: say so rather than fail the run
+        print(
+            f"warning: the Ray cluster this run started listens on {', '.join(sorted(exposed))}, "
+            f"not only {LOOPBACK}",
+            file=sys.stderr,
+            flush=True,
+        )
+    return True
