@@ -156,7 +156,8 @@ def train_setup(
 
 
 def _check_ray(config: Config, serial: bool) -> None:
-    """BadInput unless the Ray backend can run ``config``: not serial, ``ray`` installed."""
+    """BadInput unless the Ray backend can run ``config``: not serial, ``ray`` installed, a ``--ray-address``
+    that accepts a connection (checked before the run dir exists, so a typo leaves nothing behind)."""
     if serial:
         raise BadInput("--serial: not allowed with --backend ray; expected the local backend")
     try:
@@ -166,6 +167,13 @@ def _check_ray(config: Config, serial: bool) -> None:
             "--backend: ray needs the `ray` extra, which is not installed; install it with "
             "pip install -e '.[ray]' (or pip install 'ray>=2.40')"
         ) from None
+    if config.ray_address is not None:
+        from a3c.backends.ray.cluster import check_reachable
+
+        try:
+            check_reachable(config.ray_address)
+        except ConnectionError as exc:
+            raise BadInput(str(exc)) from None
 
 
 def resume_config(

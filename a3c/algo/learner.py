@@ -80,8 +80,8 @@ class Learner:
             of an update is how much the updates grew between this worker's weight pull and its own step;
             the learning-rate schedule reads the steps.
         normalizer: the observation normaliser (``config.obs_norm``), feeding and reading the shared stats.
-        reward_stats: this worker's writer of the run's shared return statistics (``config.reward_scale``);
-            None: private ones (the Ray backend), which a checkpoint does not keep.
+        reward_stats: this worker's writer of the run's return statistics (``config.reward_scale``): in
+            shared memory, or a Ray worker's private copy that the parameter server merges; None: off.
     """
 
     def __init__(

@@ -178,7 +178,7 @@ def run_bench(
 
         # Alternating: each of ours next to a peer run where there is one; every setting ``repeats`` times
         # (CartPole's rate moves ~10-20% between runs with how long the episodes of the moment are).
-        # The Ray backend on this one machine, each run right after the local 2 x 16 it is compared with.
+        # The Ray backend on this one machine: its two runs right after the local 2 x 16 they are set beside.
         ray_runs = [("ray", 2, 1), ("ray", 2, 4)] if _ray_installed() else []
         schedule = [
             ("ours", 2, 1), ("sb3", 16, None), ("ours", 2, 8), ("sb3", 32, None), ("ours", 2, 16),

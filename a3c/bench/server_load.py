@@ -243,14 +243,19 @@ def run_server_load(plan: LoadPlan, out_dir: Path, log=print) -> dict[str, Any]:
         "load_before": os.getloadavg(),
         "points": [],
     }
-    ray.init(
-        num_cpus=os.cpu_count(),
-        namespace=f"a3c-bench-{uuid.uuid4().hex[:8]}",
-        include_dashboard=False,
-        configure_logging=False,
-        log_to_driver=True,
-        runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor, as in a run
-    )
+    from a3c.backends.ray.cluster import LOOPBACK, loopback_kept
+
+    with loopback_kept():  # a cluster of its own on loopback, as a run without --ray-address starts one
+        ray.init(
+            address="local",  # never a cluster RAY_ADDRESS or `ray start` left running
+            num_cpus=os.cpu_count(),
+            _node_ip_address=LOOPBACK,
+            namespace=f"a3c-bench-{uuid.uuid4().hex[:8]}",
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=True,
+            runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor, as in a run
+        )
     try:
         for clients in plan.clients:
             row = measure_point(plan, clients)

@@ -160,8 +160,13 @@ def test_a_run_given_an_address_where_no_head_answers_fails_at_once(tmp_path, to
     args = f"train --env CartPole-v1 --backend ray --ray-address {address} --max-seconds 30 --quiet"
     started = time.monotonic()
     result = run_a3c(*args.split(), "--run-dir", str(tmp_path / "run"), timeout=120, token=token)
-    assert result.returncode == 1, result.stderr[-3000:]
-    assert f"--ray-address {address}: no Ray head answers there" in result.stderr
+    # Bad input: one line, exit 2, before the run dir exists.
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines() == [
+        f"error: --ray-address {address}: no Ray head answers there ([Errno 111] Connection refused); "
+        "expected HOST:PORT of a head started with `ray start --head --port=PORT`, reachable from here"
+    ]
+    assert not (tmp_path / "run").exists()
     assert time.monotonic() - started < 60  # Ray alone would retry for over 10 minutes
 
 

@@ -27,8 +27,8 @@ from a3c.run.resume import restore_model, restore_optimizer
 SYNC_AT_LEAST_S = 0.5  # a worker whose gradients are all skipped (non-finite) still reports this often
 
 
-# Fault injection for tests/test_ray.py only: an actor named by this environment variable blocks in one of
-# its methods (see ``injected_hang``). Nothing sets it outside the tests; unset, it costs one dict lookup.
+# Fault injection for tests/backends/test_ray*.py only: an actor named by this environment variable blocks in
+# one of its methods (see ``injected_hang``). Nothing sets it outside the tests; unset, it costs one lookup.
 HANG_VAR = "A3C_TEST_HANG"
 
 

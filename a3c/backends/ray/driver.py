@@ -340,14 +340,20 @@ class RayRun:
             if self.server_down:
                 self._mirror_counters(self.synced_slots)
         finally:
-            for actor in [*self.workers, self.eval_actor, self.server]:
-                ray.kill(actor, no_restart=True)
-            # The kills end any call the evaluator thread still waited on; it must end before its files close.
-            self.eval_thread.join(timeout=EVAL_JOIN_S)
-            if self.eval_thread.is_alive():
-                print("warning: the evaluator thread did not end; eval.csv is left open", file=sys.stderr)
-            else:
-                self.evaluator.close()
-            if self.started_cluster:
-                ray.shutdown()
+            try:
+                for actor in [*self.workers, self.eval_actor, self.server]:
+                    try:
+                        ray.kill(actor, no_restart=True)
+                    except Exception as exc:  # noqa: BLE001 - one failed kill must not keep the rest alive
+                        print(f"warning: could not kill a Ray actor: {exc}", file=sys.stderr, flush=True)
+                # The kills end any call the evaluator thread still waited on; it must end before its files
+                # close.
+                self.eval_thread.join(timeout=EVAL_JOIN_S)
+                if self.eval_thread.is_alive():
+                    print("warning: the evaluator thread did not end; eval.csv is left open", file=sys.stderr)
+                else:
+                    self.evaluator.close()
+            finally:
+                if self.started_cluster:
+                    ray.shutdown()  # a cluster this run started stops with it, whatever failed above
         return [*records, *self._eval_records()]
