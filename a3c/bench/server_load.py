@@ -50,13 +50,12 @@ def _new_server(config: Any, spaces: Any) -> Any:
     )
 
 
-def _push_once(server: Any, worker: int, grad: bytes, lr: float) -> np.ndarray:
-    """One push of ``grad`` (a flat float32 gradient's bytes, as a worker sends it) as ``worker`` (1 update,
-    no records) and its reply: the new weights [params]."""
+def _push_once(server: Any, worker: int, grad: np.ndarray, lr: float) -> np.ndarray:
+    """One push of ``grad`` [params] as ``worker`` (1 update, no records) and its reply: the new weights."""
     import ray
 
     reply = server.push.remote(worker, grad, (0, 1, 0), lr, [], {})
-    return np.frombuffer(ray.get(reply, timeout=CALL_TIMEOUT_S)[0], np.float32)
+    return ray.get(reply, timeout=CALL_TIMEOUT_S)[0]
 
 
 def _server_reading(server: Any, timeout: float = CALL_TIMEOUT_S) -> tuple[int, float]:
@@ -81,7 +80,7 @@ class LoadClient:
     def __init__(self, worker: int, server: Any, params: int, lr: float):
         self.worker, self.server, self.lr = worker, server, lr
         # A real-sized gradient of small values: the optimizer step costs what a real one costs.
-        self.grad = np.random.default_rng(worker).normal(0.0, 1e-4, params).astype(np.float32).tobytes()
+        self.grad = np.random.default_rng(worker).normal(0.0, 1e-4, params).astype(np.float32)
         self.weights = np.empty(params, np.float32)
 
     def ready(self) -> bool:
