@@ -28,7 +28,7 @@ from a3c.algo.factored import (
     group_argmax,
     multi_categorical_log_prob_entropy,
 )
-from a3c.core.spaces import Spaces
+from a3c.core.spaces import Spaces, action_kind
 
 # Bounds on log σ: σ in [e^-20, e^2]. The rollout (numpy) and the loss (torch) clamp alike.
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
@@ -79,12 +79,8 @@ class ActionDist:
 
     @property
     def kind(self) -> str:
-        """The kind: "discrete", "box", "multi_discrete" or "multi_binary" (as ``Spaces.action_kind``)."""
-        if self.continuous:
-            return "box"
-        if self.nvec:
-            return "multi_discrete"
-        return "multi_binary" if self.binary else "discrete"
+        """The kind: "discrete", "box", "multi_discrete" or "multi_binary" (``core.spaces.action_kind``)."""
+        return action_kind(self.continuous, self.nvec, self.binary)
 
     @property
     def out_size(self) -> int:

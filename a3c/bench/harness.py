@@ -27,7 +27,8 @@ from a3c.bench.plan import CLASSIC_T_MAX, ENV_ID, RAY_START_S, TARGET, WARMUP_S,
 from a3c.bench.report import fmt, markdown, summarize
 
 
-def _python(*args: str, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_python(*args: str, timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """This Python running ``args`` (output captured as text), killed after ``timeout`` s."""
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -38,7 +39,8 @@ def _last_json(text: str) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-def _check(proc: subprocess.CompletedProcess, what: str) -> None:
+def check_exit(proc: subprocess.CompletedProcess, what: str) -> None:
+    """RuntimeError naming ``what`` and the end of its stderr unless ``proc`` exited 0."""
     if proc.returncode != 0:
         raise RuntimeError(f"{what} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
 
@@ -50,12 +52,12 @@ def ours_solve(seed: int, work: Path, reeval_episodes: int) -> dict[str, Any]:
     """``a3c train --env CartPole-v1 --seed S`` (default preset), then its best.pt on fresh episodes."""
     run_dir = work / f"ours-solve-{seed}"
     launch = time.time()
-    proc = _python(
+    proc = run_python(
         "-m", "a3c", "train", "--env", ENV_ID, "--seed", str(seed), "--run-dir", str(run_dir), "--quiet",
         "--max-seconds", "120", timeout=300,
     )  # fmt: skip
     command_s = time.time() - launch
-    _check(proc, f"a3c train (seed {seed})")
+    check_exit(proc, f"a3c train (seed {seed})")
     summary = json.loads((run_dir / "summary.json").read_text())
     solved = bool(summary["solved"])
     result = {
@@ -66,11 +68,11 @@ def ours_solve(seed: int, work: Path, reeval_episodes: int) -> dict[str, Any]:
         "total_steps": summary["total_steps"],
         "evaluator_cpu_s": summary["evaluator_cpu_s"],
     }
-    evaluation = _python(
+    evaluation = run_python(
         "-m", "a3c", "evaluate", str(run_dir), "--episodes", str(reeval_episodes),
         "--seed", str(20_000 + seed), "--json", timeout=300,
     )  # fmt: skip
-    _check(evaluation, f"a3c evaluate (seed {seed})")
+    check_exit(evaluation, f"a3c evaluate (seed {seed})")
     result["reeval_mean"] = _last_json(evaluation.stdout)["mean_return"]
     return result
 
@@ -78,11 +80,11 @@ def ours_solve(seed: int, work: Path, reeval_episodes: int) -> dict[str, Any]:
 def peer_solve(seed: int, work: Path, reeval_episodes: int) -> dict[str, Any]:
     """SB3 A2C, zoo settings, until its 10-episode evaluation (every 2,000 steps) reaches the target."""
     launch = time.time()
-    proc = _python(
+    proc = run_python(
         "-m", "a3c.bench.sb3_peer", "solve", "--seed", str(seed), "--launch", repr(launch),
         "--out", str(work / f"sb3-solve-{seed}"), "--reeval-episodes", str(reeval_episodes), timeout=600,
     )  # fmt: skip
-    _check(proc, f"sb3_peer solve (seed {seed})")
+    check_exit(proc, f"sb3_peer solve (seed {seed})")
     return _last_json(proc.stdout)
 
 
@@ -97,13 +99,13 @@ def ours_throughput(
     name = f"{backend}-{workers}x{envs}-sync{sync_every}"
     budget = seconds + WARMUP_S + 1.0 + (RAY_START_S if backend == "ray" else 0.0)
     run_dir = work / f"ours-tput-{name}-{time.time_ns()}"  # settings run more than once: a dir each
-    proc = _python(
+    proc = run_python(
         "-m", "a3c", "train", "--env", ENV_ID, "--workers", str(workers), "--envs-per-worker", str(envs),
         "--set", "target_return=none", *t_max, "--max-seconds", str(budget),
         "--backend", backend, "--set", f"sync_every={sync_every}",
         "--run-dir", str(run_dir), "--quiet", timeout=seconds + 180,
     )  # fmt: skip
-    _check(proc, f"a3c train throughput {name}")
+    check_exit(proc, f"a3c train throughput {name}")
     rows = []
     with (run_dir / "metrics.csv").open() as f:
         header = f.readline().strip().split(",")
@@ -129,11 +131,11 @@ def ours_throughput(
 
 def peer_throughput(envs: int, seconds: float) -> dict[str, Any]:
     """Env steps/s of SB3 A2C with ``envs`` envs (``a3c.bench.sb3_peer throughput``), after the warm-up."""
-    proc = _python(
+    proc = run_python(
         "-m", "a3c.bench.sb3_peer", "throughput", "--envs", str(envs), "--seconds", str(seconds),
         "--warmup", str(WARMUP_S), timeout=seconds + 120,
     )  # fmt: skip
-    _check(proc, f"sb3_peer throughput {envs} envs")
+    check_exit(proc, f"sb3_peer throughput {envs} envs")
     return _last_json(proc.stdout)
 
 
@@ -141,10 +143,10 @@ def breakdown(seconds: float) -> dict[str, Any]:
     """a3c.bench.breakdown in a process of its own, with the one-thread settings a worker has."""
     from a3c.runtime.context import ONE_THREAD
 
-    proc = _python(
+    proc = run_python(
         "-m", "a3c.bench.breakdown", str(seconds), timeout=seconds + 120, env={**os.environ, **ONE_THREAD}
     )  # fmt: skip
-    _check(proc, "a3c.bench.breakdown")
+    check_exit(proc, "a3c.bench.breakdown")
     return _last_json(proc.stdout)
 
 

@@ -22,17 +22,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from a3c.bench.harness import check_exit, run_python
+
 # The suite of issue 14: every env with presets disabled for ours, SB3's default settings for the peer.
 SUITE = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3", "HalfCheetah-v5", "Hopper-v5")
-
-
-def _python(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def _check(proc: subprocess.CompletedProcess, what: str) -> None:
-    if proc.returncode != 0:
-        raise RuntimeError(f"{what} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
 
 
 def _last_eval(run_dir: Path) -> float | None:
@@ -45,11 +38,11 @@ def ours_race(env_id: str, seed: int, seconds: float, work: Path, no_preset: boo
     """One ``a3c train`` run of ``env_id`` for ``seconds``; its result in the race's terms."""
     run_dir = work / f"ours-{env_id.replace('/', '-')}-{seed}"
     launch = time.time()
-    proc = _python(
+    proc = run_python(
         "-m", "a3c", "train", "--env", env_id, "--seed", str(seed), "--max-seconds", str(seconds),
         "--run-dir", str(run_dir), "--quiet", *(["--no-preset"] if no_preset else []), timeout=seconds + 300,
     )  # fmt: skip
-    _check(proc, f"a3c train {env_id} (seed {seed})")
+    check_exit(proc, f"a3c train {env_id} (seed {seed})")
     summary = json.loads((run_dir / "summary.json").read_text())
     config = json.loads((run_dir / "config.json").read_text())
     solved = bool(summary["solved"])
@@ -75,13 +68,13 @@ def peer_race(env_id: str, settings: str, seed: int, seconds: float, ours: dict[
     every = max(ours["eval_interval"], 10.0)
     target = [] if ours["target"] is None else ["--target", str(ours["target"])]
     launch = time.time()
-    proc = _python(
+    proc = run_python(
         "-m", "a3c.bench.sb3_race", "--env", env_id, "--settings", settings, "--seed", str(seed),
         "--seconds", str(seconds), "--launch", repr(launch), "--eval-every-s", str(every),
         "--eval-episodes", str(ours["eval_episodes"]), "--confirm-episodes", str(ours["confirm_episodes"]),
         *target, timeout=seconds + 600,
     )  # fmt: skip
-    _check(proc, f"sb3_race {env_id} (seed {seed})")
+    check_exit(proc, f"sb3_race {env_id} (seed {seed})")
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     return json.loads(lines[-1])
 

@@ -13,6 +13,15 @@ import numpy as np
 OBS_ENCODINGS = ("none", "one_hot", "flatten")
 
 
+def action_kind(continuous: bool, nvec: tuple[int, ...], binary: bool) -> str:
+    """An action space's kind: "discrete", "box", "multi_discrete" or "multi_binary"."""
+    if continuous:
+        return "box"
+    if nvec:
+        return "multi_discrete"
+    return "multi_binary" if binary else "discrete"
+
+
 @dataclass(frozen=True)
 class Spaces:
     """The shapes a model is built for, read from an env's spaces (and saved in checkpoints).
@@ -49,12 +58,8 @@ class Spaces:
 
     @property
     def action_kind(self) -> str:
-        """The action space's kind: "discrete", "box", "multi_discrete" or "multi_binary"."""
-        if self.continuous:
-            return "box"
-        if self.action_nvec:
-            return "multi_discrete"
-        return "multi_binary" if self.multi_binary else "discrete"
+        """The action space's kind (``action_kind``)."""
+        return action_kind(self.continuous, self.action_nvec, self.multi_binary)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain lists and numbers, for a checkpoint."""

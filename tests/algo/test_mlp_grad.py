@@ -1,9 +1,12 @@
 """The numpy loss-and-gradient of the MLP actor-critic equals torch autograd's on the same segment."""
 
+from __future__ import annotations
+
 import numpy as np
 import pytest
 import torch
 
+from a3c.algo.distributions import ActionDist
 from a3c.algo.flat import attach_flat_grad, flatten_parameters
 from a3c.algo.mlp_grad import MlpGradient
 from a3c.algo.model import ActorCritic
@@ -48,15 +51,32 @@ def test_gradient_and_terms_match_autograd(
 ):
     rng = np.random.default_rng(steps * 100 + num_envs)
     seg = random_segment(rng, steps, num_envs, obs_dim, n_actions)
-    args = (0.97, 0.9, 0.5, entropy_coef)
+    assert_matches_autograd(seg, (0.97, 0.9, 0.5, entropy_coef), obs_dim, n_actions, hidden, shared_body)
 
-    reference, ref_grad = model_with_grad(1, obs_dim, n_actions, hidden, shared_body)
-    ref_terms = segment_loss(reference, seg, *args)
+
+def assert_matches_autograd(
+    seg: Segment,
+    args: tuple[float, float, float, float],
+    obs_dim: int,
+    n_logits: int,
+    hidden: tuple[int, ...],
+    shared_body: bool,
+    dist: ActionDist | None = None,
+    logit_scale: float = 1.0,
+) -> None:
+    """MlpGradient's gradient [params] and loss terms on ``seg`` equal autograd's on the same model (``args``:
+    gamma, lambda, value and entropy coefficients); the policy head scaled by ``logit_scale`` in both."""
+    extra = () if dist is None else (dist,)
+    reference, ref_grad = model_with_grad(1, obs_dim, n_logits, hidden, shared_body)
+    model, grad = model_with_grad(1, obs_dim, n_logits, hidden, shared_body)
+    with torch.no_grad():
+        reference.policy_head.weight.mul_(logit_scale)
+        model.policy_head.weight.mul_(logit_scale)
+    ref_terms = segment_loss(reference, seg, *args, *extra)
     ref_norm = compute_gradients(ref_terms.total, ref_grad, max_grad_norm=0.0)
 
-    model, grad = model_with_grad(1, obs_dim, n_actions, hidden, shared_body)
     grad.fill_(123.0)  # loss_and_grad must overwrite the whole buffer, not add to it
-    terms = MlpGradient(model).loss_and_grad(seg, *args)
+    terms = MlpGradient(model, *extra).loss_and_grad(seg, *args)
 
     torch.testing.assert_close(grad, ref_grad, rtol=1e-4, atol=1e-6)
     assert float(torch.linalg.vector_norm(grad)) == pytest.approx(ref_norm, rel=1e-4)

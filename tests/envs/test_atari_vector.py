@@ -141,6 +141,7 @@ def test_training_clips_rewards_but_reports_the_raw_score():
     assert info["episode"]["r"][0] >= 5 * sum(rewards)
 
 
+@pytest.mark.slow  # ~1 s of emulation: kept out of the edit-run loop (make test-fast < 30 s)
 def test_evaluation_rewards_are_raw():
     envs = native("ALE/SpaceInvaders-v5", training=False)
     try:
@@ -319,6 +320,7 @@ def test_random_play_statistics_agree_with_the_python_path():
     assert 0.6 < ratios[3] < 1.6  # Breakout's mean game score
 
 
+@pytest.mark.slow  # ~1 s of emulation: kept out of the edit-run loop (make test-fast < 30 s)
 def test_the_learners_collector_logs_whole_native_games():
     # What the learner does with it (a3c.algo.rollout): the episodes it logs are the games the env reports
     # (raw score, full length), not the lives it learns on.
