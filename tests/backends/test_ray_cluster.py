@@ -33,6 +33,7 @@ from tests.conftest import (
     descendants,
     describe,
     left_behind,
+    process_parents,
     processes_with_token,
     read_json,
     run_a3c,
@@ -191,6 +192,9 @@ class Node:
         return "Ray runtime started" in self.log.read_text()
 
     def pids(self) -> set[int]:
+        """The node's processes: those carrying the marker and their descendants. The raylet's agents
+        (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``) need the second: their process title overwrites
+        the start of their environ, the marker with it (seen in CI: they outlived the node)."""
         needle = f"{NODE_VAR}={self.marker}".encode()
         found = set()
         for entry in Path("/proc").iterdir():
@@ -199,16 +203,21 @@ class Node:
                     found.add(int(entry.name))
             except OSError:
                 continue
-        return alive(found)
+        parents = process_parents()
+        return alive(found.union(*(descendants(pid, parents) for pid in found)))
 
     def kill(self) -> None:
-        """SIGKILL every process of this node (as a machine that dies would end them), until none is left."""
+        """SIGKILL every process of this node (as a machine that dies would end them), until none is left.
+        SIGSTOP first, so that no child is started, or orphaned out of reach, while the node is collected."""
         deadline = time.monotonic() + 30
         while pids := self.pids():
-            assert time.monotonic() < deadline, f"node {self.marker} outlived SIGKILL: {pids}"
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+            assert time.monotonic() < deadline, f"node {self.marker} outlived SIGKILL: {describe(pids)}"
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, sig)
+                if sig == signal.SIGSTOP:
+                    pids |= self.pids()  # the frozen tree, with any child started meanwhile
             time.sleep(0.05)  # polling a condition under a deadline
         self.proc.wait(timeout=10)
 
