@@ -204,13 +204,19 @@ class ObsNormalizer:
         # another pseudo-observation prior to the shared stats.
         self.local = RunningMeanStd(stats.shape, epsilon=0.0)
         self.current = stats.merged()
+        # The segment's batches, folded into ``local`` at the flush in one update: a RunningMeanStd update
+        # per env step cost ~22 us of numpy overhead (a third of a CartPole worker's step, measured).
+        self.pending: list[np.ndarray] = []
 
     def observe(self, obs: np.ndarray) -> None:
-        """Accumulate a raw observation batch [B, *shape] locally (no shared memory touched)."""
-        self.local.update(obs)
+        """Keep a raw observation batch [B, *shape] for the next flush (no shared memory touched)."""
+        self.pending.append(np.array(obs, dtype=np.float64))  # a copy: an env may reuse its buffer
 
     def flush(self) -> None:
         """Merge the local accumulation into this writer's slot, reset it, and take a fresh snapshot."""
+        if self.pending:
+            self.local.update(np.concatenate(self.pending))
+            self.pending.clear()
         if self.local._count > 0:
             self.slot.merge(self.local._mean, self.local._var, float(self.local._count))
             self.local = RunningMeanStd(self.stats.shape, epsilon=0.0)
@@ -237,16 +243,22 @@ class RewardScaler:
         self.gamma, self.clip, self.epsilon = gamma, clip, epsilon
         self.ret = np.zeros(num_envs, dtype=np.float64)  # [num_envs] discounted return so far, per env
         self.stats = stats
+        self.scale = self._scale()
+
+    def _scale(self) -> float:
+        """1 / the std of the returns, from the statistics' snapshot (fixed for a segment)."""
+        return float(1.0 / np.sqrt(self.stats.current._var + self.epsilon))
 
     def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
         """Scale rewards [B] -> float32 [B] in [-clip, clip]; ``dones`` [B] bool: the episode ended here."""
         rewards = np.asarray(rewards, dtype=np.float64)
         self.ret = self.ret * self.gamma + rewards
-        self.stats.observe(self.ret)
-        scaled = np.clip(rewards / np.sqrt(self.stats.current._var + self.epsilon), -self.clip, self.clip)
+        self.stats.observe(self.ret)  # a copy is kept until the flush
+        scaled = np.clip(rewards * self.scale, -self.clip, self.clip)
         self.ret[np.asarray(dones, dtype=bool)] = 0.0  # after the update: the final step's return counts
         return scaled.astype(np.float32)
 
     def flush(self) -> None:
         """End of a segment: share this worker's returns and scale the next segment by all workers' stats."""
         self.stats.flush()
+        self.scale = self._scale()

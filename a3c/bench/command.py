@@ -54,8 +54,8 @@ def _positive(name: str, value: float, integer: bool = False) -> None:
 @click.option(
     "--suite",
     is_flag=True,
-    help="Race on the suite (CartPole, Acrobot, Pendulum, LunarLander, HalfCheetah, Hopper): ours with "
-    "--no-preset, SB3 with its defaults.",
+    help="Race on the suite (CartPole, Acrobot, Pendulum, LunarLander, HalfCheetah, Hopper, and Catch "
+    "registered by its module): ours with --no-preset, SB3 with its defaults.",
 )
 @click.option("--budget", type=float, default=300.0, show_default=True, help="Races: seconds per run.")
 @click.option(

@@ -216,6 +216,23 @@ def test_reward_scaler_matches_a_hand_computed_reference_with_resets():
     np.testing.assert_array_equal(scaler.ret, [1.75, 1.0])
 
 
+def test_the_batches_of_a_segment_are_kept_as_they_were_seen():
+    # Batches wait for the flush (one update per segment): an env or the reward scaler writing into its
+    # array after the step must not change what the statistics saw.
+    scaler, stats = reward_scaler(num_envs=1, gamma=0.5, clip=1000.0)
+    for done in (False, True, False):
+        scaler(np.ones(1), np.array([done]))  # returns 1, 1.5 (then reset), 1
+    normalizer = SharedObsStats((2,), 1, shared=False).writer(0)
+    buffer = np.array([[1.0, 2.0]])
+    normalizer.observe(buffer)
+    buffer[:] = [[3.0, 6.0]]  # reused in place, as a vector env may
+    normalizer.observe(buffer)
+    scaler.flush()
+    normalizer.flush()
+    np.testing.assert_allclose(stats.slots[1]._mean, 3.5 / 3)
+    np.testing.assert_allclose(normalizer.slot._mean, [2.0, 4.0])
+
+
 def test_reward_scale_is_fixed_within_a_segment_and_shared_by_the_workers_after_it():
     a, stats = reward_scaler(num_envs=2, gamma=0.9, clip=1000.0, writers=2, index=0)
     b = RewardScaler(2, 0.9, stats.writer(1), clip=1000.0)

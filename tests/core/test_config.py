@@ -11,7 +11,7 @@ import a3c.resolve
 from a3c.core.config import Config, parse_set
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
-from a3c.resolve import resolve_config
+from a3c.resolve import confirm_episodes, resolve_config
 from envs import EnvInfo, inspect_env, load_preset
 
 # -- parse_set -----------------------------------------------------------------------------------------------
@@ -162,8 +162,25 @@ def test_preset_values_appear(cartpole):
 
 def test_no_preset_gives_the_derived_defaults(cartpole):
     config = resolve_config(cartpole, {"t_max": None}, {}, use_preset=False)
-    assert config == Config(env_id="CartPole-v1", target_return=475.0)  # the spec's threshold, no preset
+    # The spec's threshold, confirmed on 100 more episodes (gymnasium's thresholds are 100-episode means);
+    # rewards scaled, as for every env with flat observations.
+    assert config == Config(env_id="CartPole-v1", target_return=475.0, confirm_episodes=100, reward_scale=True)
     assert resolve_config(cartpole, {}, {}) != config
+
+
+@pytest.mark.parametrize(
+    "max_episode_steps, expected", [(200, 100), (1000, 100), (2000, 50), (27000, 10), (None, 10)]
+)
+def test_confirmation_is_derived_from_the_episode_limit(max_episode_steps, expected):
+    assert confirm_episodes(max_episode_steps) == expected
+
+
+def test_every_target_is_confirmed_unless_told_otherwise(cartpole, monkeypatch):
+    monkeypatch.setattr(a3c.resolve, "load_preset", lambda env_id: {})
+    assert resolve_config(cartpole, {"target_return": 50.0}, {}).confirm_episodes == 100  # the user's target
+    assert resolve_config(cartpole, {}, {"confirm_episodes": 0}).confirm_episodes == 0  # --set wins
+    no_target = dataclasses.replace(cartpole, reward_threshold=None)
+    assert resolve_config(no_target, {}, {}).confirm_episodes == 0  # nothing to confirm
 
 
 def test_no_preset_is_refused_with_resume(tmp_path):
