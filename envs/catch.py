@@ -1,4 +1,4 @@
-"""Catch (Mnih et al. 2014; bsuite's ``catch``): an env of the kind a user brings, registered by its own module.
+"""Catch (Mnih et al. 2014; bsuite's ``catch``): a user's kind of env, registered by its own module.
 
 ``a3c train --env envs.catch:Catch-v0`` imports this module, which registers ``Catch-v0`` with gymnasium:
 the no-preset suite (``a3c bench --suite``) trains it as it would a user's ``module:EnvId``. A ball falls
@@ -35,12 +35,14 @@ class CatchEnv(gym.Env):
         return grid.ravel()
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        """A ball in a random column of the top row; the paddle in the middle of the bottom row."""
         super().reset(seed=seed)
         self.ball = (0, int(self.np_random.integers(COLUMNS)))
         self.paddle = COLUMNS // 2
         return self._observe(), {}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        """Move the paddle, drop the ball one row; at the bottom row: +1 if caught, else -1, and the end."""
         self.paddle = int(np.clip(self.paddle + int(action) - 1, 0, COLUMNS - 1))
         self.ball = (self.ball[0] + 1, self.ball[1])
         landed = self.ball[0] == ROWS - 1

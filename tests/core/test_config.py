@@ -164,7 +164,8 @@ def test_no_preset_gives_the_derived_defaults(cartpole):
     config = resolve_config(cartpole, {"t_max": None}, {}, use_preset=False)
     # The spec's threshold, confirmed on 100 more episodes (gymnasium's thresholds are 100-episode means);
     # rewards scaled, as for every env with flat observations.
-    assert config == Config(env_id="CartPole-v1", target_return=475.0, confirm_episodes=100, reward_scale=True)
+    expected = Config(env_id="CartPole-v1", target_return=475.0, confirm_episodes=100, reward_scale=True)
+    assert config == expected
     assert resolve_config(cartpole, {}, {}) != config
 
 
