@@ -40,7 +40,7 @@ bench: $(STAMP)
 	$(BIN)/a3c bench $(ARGS)
 
 # Races (a3c bench --env/--suite): ours against SB3 A2C with the same wall-clock budget per run, 3 seeds.
-# The suite: six envs, ours without presets against SB3's defaults, 5 minutes a run (about 3 hours).
+# The suite: seven envs, ours without presets against SB3's defaults, 5 minutes a run (about 3.5 hours).
 bench-suite: $(STAMP)
 	$(BIN)/a3c bench --suite $(ARGS)
 

@@ -22,7 +22,8 @@ class CatchEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self) -> None:
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.render_mode = render_mode  # no rendering: gymnasium passes the keyword when one is asked for
         self.observation_space = gym.spaces.Box(0.0, 1.0, (ROWS * COLUMNS,), np.float32)
         self.action_space = gym.spaces.Discrete(3)  # 0 left, 1 stay, 2 right
         self.ball = (0, 0)

@@ -123,7 +123,10 @@ class Config:
     )
     reward_scale: bool = field(
         default=False,
-        metadata={"help": "scale rewards by the running std of a worker's discounted return"},
+        metadata={
+            "help": "scale rewards by the running std of the discounted return (derived: true for flat "
+            "observations)"
+        },
     )
     numpy_grad: bool = field(
         default=True,
@@ -177,7 +180,10 @@ class Config:
     )
     confirm_episodes: int = field(
         default=0,
-        metadata={"help": "extra greedy episodes that must confirm an evaluation at the target (0: none)"},
+        metadata={
+            "help": "extra greedy episodes that must confirm an evaluation at the target (0: none; derived "
+            "for any target: 100, fewer for long episodes, at least 10)"
+        },
     )
     tensorboard: bool = field(
         default=False,
