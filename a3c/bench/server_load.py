@@ -44,7 +44,7 @@ def _new_server(config: Any, spaces: Any) -> Any:
 
     model, optimizer = build_shared(config, spaces)
     base = [0, 0, 0]  # steps, updates, skipped before this run
-    stats: dict = {}  # no observation or return statistics (off in both presets)
+    stats: dict = {}  # no observation or return statistics: both are off (set so below)
     return ParameterServer.options(num_cpus=0).remote(
         config.to_dict(), spaces, model.state_dict(), optimizer.state_dict(), base, stats
     )
@@ -177,7 +177,8 @@ def _model_config(model: str, workers: int) -> tuple[Any, Any]:
     from envs import inspect_env
 
     info = inspect_env(MODELS[model])
-    config = resolve_config(info, {"workers": workers, "backend": "ray"}, {})
+    no_stats = {"reward_scale": False, "obs_norm": False}  # reward scaling is derived for flat observations
+    config = resolve_config(info, {"workers": workers, "backend": "ray"}, no_stats)
     if config.frame_stack > 1:  # the model is built for the stacked observations
         info = inspect_env(MODELS[model], frame_stack=config.frame_stack)
     return config, info.spaces
