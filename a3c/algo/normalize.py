@@ -200,12 +200,9 @@ class ObsNormalizer:
 
     def __init__(self, stats: SharedObsStats, slot: RunningMeanStd, clip: float = 10.0):
         self.stats, self.slot, self.clip = stats, slot, clip
-        # epsilon=0: the local accumulator must hold only real observations, or each flush would add
-        # another pseudo-observation prior to the shared stats.
-        self.local = RunningMeanStd(stats.shape, epsilon=0.0)
         self.current = stats.merged()
-        # The segment's batches, folded into ``local`` at the flush in one update: a RunningMeanStd update
-        # per env step cost ~22 us of numpy overhead (a third of a CartPole worker's step, measured).
+        # The segment's batches, merged into the slot at the flush in one update: an update per env step
+        # cost ~22 us of numpy overhead (with reward scaling, 19% of CartPole 2 x 16 throughput; now 2-11%).
         self.pending: list[np.ndarray] = []
 
     def observe(self, obs: np.ndarray) -> None:
@@ -213,13 +210,10 @@ class ObsNormalizer:
         self.pending.append(np.array(obs, dtype=np.float64))  # a copy: an env may reuse its buffer
 
     def flush(self) -> None:
-        """Merge the local accumulation into this writer's slot, reset it, and take a fresh snapshot."""
+        """Merge the segment's batches into this writer's slot and take a fresh snapshot of all slots."""
         if self.pending:
-            self.local.update(np.concatenate(self.pending))
+            self.slot.update(np.concatenate(self.pending))  # the batch's own moments: no prior is added
             self.pending.clear()
-        if self.local._count > 0:
-            self.slot.merge(self.local._mean, self.local._var, float(self.local._count))
-            self.local = RunningMeanStd(self.stats.shape, epsilon=0.0)
         self.current = self.stats.merged()
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
