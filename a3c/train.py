@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from a3c.algo.health import LearningHealth, max_entropy
+from a3c.algo.health import LearningHealth, max_entropy, saturation_floor
 from a3c.algo.optim import non_finite_counts
 from a3c.backends.base import Backend, BackendFailed
 from a3c.core.config import Config
@@ -83,7 +83,9 @@ class Trainer:
         self.start_time = time.time() - wall_before  # wall_time continues across a resume
         self.shared = dataclasses.replace(state, run_dir=self.run_dir, start_time=self.start_time)
         self.monitor = RunMonitor(config, self.run_dir, self.counters, self.start_time, show_progress, serial)
-        self.monitor.health = LearningHealth(max_entropy(info.spaces))  # a categorical's entropy is checked
+        # A categorical's entropy is checked against its uniform's, a tanh Gaussian's against saturation.
+        floors = max_entropy(info.spaces), saturation_floor(info.spaces, config.squash)
+        self.monitor.health = LearningHealth(*floors)
         if resume is not None:
             self.monitor.resumed(resume, episodes_kept)
         self.backend: Backend | None = None  # while the loop runs

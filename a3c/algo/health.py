@@ -1,5 +1,6 @@
 """Learning-health checks on the metrics rows a run already logs: an entropy that collapsed before the target
-was reached, and a critic that explains nothing for long. Each fires at most once per run, as a warning.
+was reached (a categorical policy near one action, or a tanh-squashed Gaussian stuck in tanh's flat tails),
+and a critic that explains nothing for long. Each fires at most once per run, as a warning.
 
 Both are symptoms a user otherwise finds only by plotting metrics.csv: a collapsed policy stops exploring
 (Acrobot without a preset: every training episode at the time limit), and a dead critic (explained
@@ -21,6 +22,13 @@ from a3c.core.spaces import Spaces
 # all but stopped exploring. The maximum, not the first rows: a fast collapse is over before the first row.
 COLLAPSE_FRACTION = 0.05
 COLLAPSE_ROWS = 5  # consecutive rows below it: one noisy row does not count
+# A tanh-squashed Gaussian has no uniform to compare with, and its σ shrinks by design; but its logged entropy
+# (the Gaussian's plus the sample's log tanh Jacobian, log(1 - tanh²u) ≈ ln 4 - 2|u| in the tails, plus the
+# log half range) falls without bound as the pre-squash mean u runs into saturation, where tanh's gradient
+# (∝ sech² u) no longer moves it. Pendulum's preset without an entropy bonus failed CI at -85 nats (|u| ≈ 43);
+# twelve Pendulum runs that solved dipped to -13 at their lowest (2026-12-01, seeds 0-5, entropy_coef 0 and
+# 1e-3). Below -20 nats a dimension (|u| ≳ 10, sech² u < 1e-8) the mean is stuck.
+SATURATED_NATS = -20.0
 # A critic whose explained variance has a median ≤ DEAD_CRITIC_EV over the last DEAD_CRITIC_WINDOW env steps,
 # once the run has taken DEAD_CRITIC_STEPS, predicts the returns no better than their mean. Not exactly 0:
 # an untrained critic measured 0.0001-0.0035 (CartPole, value_coef 0); a dead one on Pong -0.0009-0.0003.
@@ -51,16 +59,28 @@ def max_entropy(spaces: Spaces) -> float | None:
     return math.log(spaces.n_actions) if spaces.n_actions > 1 else None
 
 
+def saturation_floor(spaces: Spaces, squash: str) -> float | None:
+    """The entropy (nats) below which a tanh-squashed Gaussian's mean is stuck in saturation:
+    Σ over action dimensions of ``SATURATED_NATS`` + ln(half range); None unless ``squash`` is tanh on Box
+    actions (a clipped Gaussian's entropy only measures σ, which may shrink as far as the policy sharpens)."""
+    if not spaces.continuous or squash != "tanh":
+        return None
+    bounds = zip(spaces.action_low, spaces.action_high, strict=True)
+    return sum(SATURATED_NATS + math.log(0.5 * (high - low)) for low, high in bounds)
+
+
 class LearningHealth:
     """Feeds on metrics rows (any worker's, in arrival order); returns the warnings that fire.
 
     Args:
-        max_entropy: the uniform policy's entropy (``max_entropy(spaces)``); None: not checked (a Gaussian,
-            whose σ shrinks by design as the policy sharpens).
+        max_entropy: the uniform policy's entropy (``max_entropy(spaces)``); a collapse is below
+            ``COLLAPSE_FRACTION`` of it. None: a Gaussian, whose σ shrinks by design as the policy sharpens.
+        saturation_floor: a tanh-squashed Gaussian's ``saturation_floor``; a collapse is below it.
     """
 
-    def __init__(self, max_entropy: float | None):
+    def __init__(self, max_entropy: float | None, saturation_floor: float | None = None):
         self.max_entropy = max_entropy
+        self.saturation_floor = saturation_floor
         self.below = 0
         self.recent: deque[tuple[int, float]] = deque()  # (global_step, explained variance)
         self.first_step: int | None = None  # of the first row seen (a resumed run starts past 0)
@@ -69,7 +89,8 @@ class LearningHealth:
     def observe(self, row: MetricsRecord, solved: bool) -> list[HealthWarning]:
         """Take one metrics row; ``solved``: the run already reached its target (a collapse is fine then)."""
         found = []
-        if self.max_entropy and "entropy_collapse" not in self.fired and not solved:
+        checked = self.max_entropy or self.saturation_floor is not None
+        if checked and "entropy_collapse" not in self.fired and not solved:
             found += self._entropy(row)
         if "dead_critic" not in self.fired:
             found += self._critic(row)
@@ -79,20 +100,20 @@ class LearningHealth:
     def _entropy(self, row: MetricsRecord) -> list[HealthWarning]:
         if not math.isfinite(row.entropy):
             return []
-        self.below = self.below + 1 if row.entropy < COLLAPSE_FRACTION * self.max_entropy else 0
+        if self.max_entropy:
+            floor = COLLAPSE_FRACTION * self.max_entropy
+            what = f"(uniform: {self.max_entropy:.3g}) at step {row.global_step:,}, before the target: "
+            what += "the policy has almost stopped exploring; try a larger entropy_coef or a smaller lr"
+        else:
+            floor = self.saturation_floor
+            what = f"(saturated below {floor:.3g}) at step {row.global_step:,}, before the target: the "
+            what += "Gaussian's mean sits in tanh's flat tails, where its gradient vanishes; try "
+            what += "entropy_coef > 0 or squash=clip"
+        self.below = self.below + 1 if row.entropy < floor else 0
         if self.below < COLLAPSE_ROWS:
             return []
-        return [
-            HealthWarning(
-                "entropy_collapse",
-                row.global_step,
-                row.wall_time,
-                f"entropy collapsed to {row.entropy:.3g} (uniform: {self.max_entropy:.3g}) at step "
-                f"{row.global_step:,}, "
-                "before the target: the policy has almost stopped exploring; try a larger entropy_coef or a "
-                "smaller lr",
-            )
-        ]
+        message = f"entropy collapsed to {row.entropy:.3g} {what}"
+        return [HealthWarning("entropy_collapse", row.global_step, row.wall_time, message)]
 
     def _critic(self, row: MetricsRecord) -> list[HealthWarning]:
         if not math.isfinite(row.explained_variance):

@@ -10,8 +10,10 @@ from a3c.algo.health import (
     COLLAPSE_ROWS,
     DEAD_CRITIC_STEPS,
     DEAD_CRITIC_WINDOW,
+    SATURATED_NATS,
     LearningHealth,
     max_entropy,
+    saturation_floor,
 )
 from a3c.core.records import MetricsRecord
 from a3c.core.spaces import Spaces
@@ -44,6 +46,24 @@ def test_a_noisy_low_row_or_a_solved_run_is_no_collapse():
     assert all(solved.observe(row(1000 * i, entropy=0.0), solved=True) == [] for i in range(50))
     gaussian = LearningHealth(None)
     assert all(gaussian.observe(row(1000 * i, entropy=-3.0), solved=False) == [] for i in range(50))
+
+
+def test_a_tanh_gaussians_floor_is_saturation_per_dimension_and_only_for_tanh():
+    pendulum = Spaces((3,), 1, continuous=True, action_low=(-2.0,), action_high=(2.0,))
+    two = Spaces((3,), 2, continuous=True, action_low=(-1.0, 0.0), action_high=(1.0, 4.0))
+    assert saturation_floor(pendulum, "tanh") == pytest.approx(SATURATED_NATS + math.log(2))
+    assert saturation_floor(two, "tanh") == pytest.approx(2 * SATURATED_NATS + math.log(2))
+    assert saturation_floor(pendulum, "clip") is None
+    assert saturation_floor(Spaces((4,), 2), "tanh") is None
+
+
+def test_a_saturated_tanh_gaussian_collapses_and_one_that_dips_does_not():
+    floor = saturation_floor(Spaces((3,), 1, continuous=True, action_low=(-2.0,), action_high=(2.0,)), "tanh")
+    stuck = LearningHealth(None, floor)  # Pendulum's preset without an entropy bonus in a CI run that failed
+    fired = [w for i in range(2 * COLLAPSE_ROWS) for w in stuck.observe(row(1000 * i, -85.0), solved=False)]
+    assert [w.kind for w in fired] == ["entropy_collapse"] and "tanh" in fired[0].message
+    dips = LearningHealth(None, floor)  # the lowest of twelve Pendulum runs that solved
+    assert all(dips.observe(row(1000 * i, entropy=-13.2), solved=False) == [] for i in range(50))
 
 
 def test_dead_critic_fires_after_its_steps_and_not_for_a_learning_one():
