@@ -63,10 +63,11 @@ def saturation_floor(spaces: Spaces, squash: str) -> float | None:
     """The entropy (nats) below which a tanh-squashed Gaussian's mean is stuck in saturation:
     Σ over action dimensions of ``SATURATED_NATS`` + ln(half range); None unless ``squash`` is tanh on Box
     actions (a clipped Gaussian's entropy only measures σ, which may shrink as far as the policy sharpens)."""
-    if not spaces.continuous or squash != "tanh":
-        return None
     bounds = zip(spaces.action_low, spaces.action_high, strict=True)
-    return sum(SATURATED_NATS + math.log(0.5 * (high - low)) for low, high in bounds)
+    half_ranges = [0.5 * (high - low) for low, high in bounds]
+    if not spaces.continuous or squash != "tanh" or not all(h > 0 for h in half_ranges):
+        return None  # a zero-width dimension has no log-density to check
+    return sum(SATURATED_NATS + math.log(h) for h in half_ranges)
 
 
 class LearningHealth:
@@ -107,8 +108,8 @@ class LearningHealth:
         else:
             floor = self.saturation_floor
             what = f"(saturated below {floor:.3g}) at step {row.global_step:,}, before the target: the "
-            what += "Gaussian's mean sits in tanh's flat tails, where its gradient vanishes; try "
-            what += "entropy_coef > 0 or squash=clip"
+            what += "Gaussian's mean sits in tanh's flat tails, where its gradient vanishes; try a "
+            what += "larger entropy_coef or squash=clip"
         self.below = self.below + 1 if row.entropy < floor else 0
         if self.below < COLLAPSE_ROWS:
             return []

@@ -55,6 +55,8 @@ def test_a_tanh_gaussians_floor_is_saturation_per_dimension_and_only_for_tanh():
     assert saturation_floor(two, "tanh") == pytest.approx(2 * SATURATED_NATS + math.log(2))
     assert saturation_floor(pendulum, "clip") is None
     assert saturation_floor(Spaces((4,), 2), "tanh") is None
+    fixed = Spaces((3,), 1, continuous=True, action_low=(1.0,), action_high=(1.0,))  # a zero-width dimension
+    assert saturation_floor(fixed, "tanh") is None
 
 
 def test_a_saturated_tanh_gaussian_collapses_and_one_that_dips_does_not():
