@@ -44,8 +44,20 @@ def metrics_workers(run_dir: Path) -> set[str]:
 
 
 def under_way(run_dir: Path) -> bool:
-    """Both workers reported metrics and a checkpoint (a sync with the server) was written."""
-    return metrics_workers(run_dir) == {"0", "1"} and (run_dir / "checkpoints" / "last.pt").exists()
+    """Both workers reported metrics and a checkpoint holding pushed steps was written.
+
+    A checkpoint can be written before the first push reaches the server (0 steps): killing the server then
+    would test nothing of what a sync keeps.
+    """
+    from a3c.core.errors import BadInput
+    from a3c.run.resume import load_resume_checkpoint
+
+    if metrics_workers(run_dir) != {"0", "1"} or not (run_dir / "checkpoints" / "last.pt").exists():
+        return False
+    try:
+        return load_resume_checkpoint(run_dir)["global_step"] > 0
+    except (BadInput, OSError, RuntimeError, EOFError):  # replaced or half-visible while we read it
+        return False
 
 
 def test_a_killed_parameter_server_fails_the_run_at_once_and_the_run_resumes(tmp_path, token):

@@ -267,6 +267,13 @@ def test_box_actions_without_a_preset_get_a_gaussian_on_normalised_observations(
         resolve_config(_info((5,), True), {}, {"lstm_size": 8})
 
 
+def test_box_actions_get_no_entropy_bonus_and_discrete_ones_keep_it():
+    # A learned σ, clipped actions: 0.01 drove HalfCheetah's and Pendulum's log σ to its cap (issue 14).
+    assert resolve_config(_info((5,), True), {}, {}).entropy_coef == 0.0
+    assert resolve_config(_info((5,), False), {}, {}).entropy_coef == 0.01
+    assert resolve_config(_info((5,), True), {}, {"entropy_coef": 0.02}).entropy_coef == 0.02  # --set wins
+
+
 @pytest.mark.parametrize("field,value", [("squash", "sigmoid"), ("gaussian_std", "fixed"), ("model", "rnn")])
 def test_new_choice_fields_are_validated(field, value):
     with pytest.raises(BadInput, match=f"{field}: '{value}' is not allowed"):
