@@ -80,7 +80,7 @@ def assert_matches_autograd(
 
     torch.testing.assert_close(grad, ref_grad, rtol=1e-4, atol=1e-6)
     assert float(torch.linalg.vector_norm(grad)) == pytest.approx(ref_norm, rel=1e-4)
-    # float32: with numpy 2.4.6 the policy term of x4 logits differed from torch's by 1.2e-5 (relative), so the
+    # float32: with numpy 2.4.6 the policy term of x4 logits differed from torch's by 1.2e-5 (relative): the
     # terms get the gradient's tolerance.
     assert terms.total == pytest.approx(ref_terms.total.item(), rel=1e-4, abs=1e-6)
     for name in ("policy", "value", "entropy", "explained_variance"):
