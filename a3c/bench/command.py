@@ -60,9 +60,10 @@ def _positive(name: str, value: float, integer: bool = False) -> None:
 @click.option("--budget", type=float, default=300.0, show_default=True, help="Races: seconds per run.")
 @click.option(
     "--peer",
-    type=click.Choice(["default", "zoo"]),
+    type=click.Choice(["default", "zoo", "no-preset"]),
     default=None,
-    help="Races: SB3 A2C's default settings or the RL-Zoo's.  [default: zoo; default with --suite]",
+    help="Races: SB3 A2C's default settings or the RL-Zoo's; or no-preset: ours on derived defaults, "
+    "against ours with its presets.  [default: zoo; default with --suite]",
 )
 @click.option("--no-preset", is_flag=True, help="Races: ours on derived defaults, its presets disabled.")
 @click.option(
@@ -83,18 +84,23 @@ def _positive(name: str, value: float, integer: bool = False) -> None:
 def bench(**opts) -> None:
     """Ours against Stable-Baselines3 A2C, side by side. Without --env/--suite: CartPole-v1's time to solve,
     throughput and where one worker's time goes. With them: a race per env (the same wall-clock budget per
-    run; solved seeds, median time and steps to the target, final greedy return, steps/s). Prints a
+    run; solved seeds, median time and steps to the target, final greedy return, steps/s); with --peer
+    no-preset the other side is ours on derived defaults (do the presets beat them?). Prints a
     markdown table; writes JSON under OUT. Needs the `bench` extra. With --server-load: the Ray parameter
     server's applied updates/s and push round trips per client count, --seconds each (extra `ray`)."""
     _positive("--seconds", opts["seconds"])
     if opts["server_load"]:
         _server_load(opts)
         return
-    _require_sb3()
+    racing = bool(opts["env_ids"] or opts["suite"])
+    if opts["peer"] == "no-preset" and not racing:
+        raise BadInput("--peer: 'no-preset' is for races only; expected it with --env")
+    if opts["peer"] != "no-preset":
+        _require_sb3()
     _positive("--repeats", opts["repeats"], integer=True)
     if opts["seeds"] is not None:
         _positive("--seeds", opts["seeds"], integer=True)
-    if opts["env_ids"] or opts["suite"]:
+    if racing:
         _race(opts)
         return
     from a3c.bench.harness import run_bench
@@ -118,6 +124,10 @@ def _race(opts: dict) -> None:
     for env_id in env_ids:
         inspect_env(env_id)  # an unknown id is bad input before anything runs
     peer = opts["peer"] or ("default" if opts["suite"] else "zoo")
+    if peer == "no-preset" and (opts["no_preset"] or opts["suite"]):
+        flag = "--suite" if opts["suite"] else "--no-preset"
+        raise BadInput(f"--peer: 'no-preset' is not allowed with {flag} (both sides would be alike); "
+                       "expected default or zoo")  # fmt: skip
     plan = RacePlan(env_ids, opts["seeds"] or 3, opts["budget"], peer, opts["no_preset"] or opts["suite"])
     with tempfile.TemporaryDirectory(prefix="a3c-race-") as tmp:
         results = run_race(plan, opts["out"], Path(tmp))

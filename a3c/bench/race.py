@@ -2,7 +2,8 @@
 budget per run, seeds side by side (ours, then the peer, per seed: machine drift hits both alike).
 
 Ours is ``python -m a3c train --env ID --seed S --max-seconds T`` (its preset, or none with
-``no_preset``); the peer is ``python -m a3c.bench.sb3_race`` with the zoo's or SB3's default settings.
+``no_preset``); the peer is ``python -m a3c.bench.sb3_race`` with the zoo's or SB3's default settings, or
+ours again with ``--no-preset`` (peer "no-preset": does a preset beat the defaults derived from the env?).
 Both are timed from the moment this harness launched them. Per env the table gives the seeds that reached
 the target, the median time and steps to it (over the seeds that did), the median final greedy return
 (the last evaluation of each run) and the median env steps/s.
@@ -38,9 +39,12 @@ def _last_eval(run_dir: Path) -> float | None:
     return float(rows[-1]["mean_return"]) if rows else None
 
 
-def ours_race(env_id: str, seed: int, seconds: float, work: Path, no_preset: bool) -> dict[str, Any]:
-    """One ``a3c train`` run of ``env_id`` for ``seconds``; its result in the race's terms."""
-    run_dir = work / f"ours-{env_id.replace('/', '-')}-{seed}"
+def ours_race(
+    env_id: str, seed: int, seconds: float, work: Path, no_preset: bool, side: str = "ours"
+) -> dict[str, Any]:
+    """One ``a3c train`` run of ``env_id`` for ``seconds``; its result in the race's terms (``side`` names
+    its run dir under ``work``)."""
+    run_dir = work / f"{side}-{env_id.replace('/', '-')}-{seed}"
     launch = time.time()
     proc = run_python(
         "-m", "a3c", "train", "--env", env_id, "--seed", str(seed), "--max-seconds", str(seconds),
@@ -114,15 +118,15 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 
 def race_markdown(results: dict[str, Any]) -> str:
-    """One row per env and side."""
+    """One row per env and side ("ours", then "sb3" or "no-preset")."""
     lines = [
         "| env | side | solved | median time to target (s) | median steps to target | "
         "median final greedy return | median steps/s |",
         "|---|---|---|---|---|---|---|",
     ]
     for env_id, sides in results["envs"].items():
-        for side in ("ours", "sb3"):
-            s = sides[side]["summary"]
+        for side, runs in sides.items():
+            s = runs["summary"]
             lines.append(
                 f"| {env_id} | {side} | {s['solved']}/{s['seeds']} | {_fmt(s['median_time_to_solve_s'])} | "
                 f"{_fmt(s['median_steps_to_solve'], 0)} | {_fmt(s['median_final_return'])} | "
@@ -138,8 +142,19 @@ class RacePlan:
     env_ids: tuple[str, ...]
     seeds: int = 3
     seconds: float = 300.0
-    peer_settings: str = "default"  # "zoo" or "default" (sb3_race)
+    peer_settings: str = "default"  # "zoo" or "default" (sb3_race), or "no-preset": ours on derived defaults
     no_preset: bool = False  # ours on derived defaults, its presets disabled
+
+    @property
+    def peer_side(self) -> str:
+        """The peer's name in the results: "sb3", or "no-preset" (presets against the derived defaults)."""
+        return "no-preset" if self.peer_settings == "no-preset" else "sb3"
+
+    def peer_run(self, env_id: str, seed: int, work: Path, ours: dict[str, Any]) -> Callable[[], dict]:
+        """The peer's run of ``env_id`` and ``seed``, alike to ``ours`` (budget, target, evaluation)."""
+        if self.peer_side == "no-preset":
+            return partial(ours_race, env_id, seed, self.seconds, work, True, "no-preset")
+        return partial(peer_race, env_id, self.peer_settings, seed, self.seconds, ours)
 
 
 def _line(env_id: str, seed: int, side: str, run: dict[str, Any]) -> str:
@@ -176,12 +191,12 @@ def run_race(
             log(_line(env_id, seed, "ours", o))
             if "error" in o:  # without ours's target and evaluation settings the peer cannot run alike
                 continue
-            p = _attempt(partial(peer_race, env_id, plan.peer_settings, seed, plan.seconds, o))
+            p = _attempt(plan.peer_run(env_id, seed, work, o))
             peer.append(p)
-            log(_line(env_id, seed, "sb3 ", p))
+            log(_line(env_id, seed, plan.peer_side, p))
             results["envs"][env_id] = {
                 "ours": {"runs": ours, "summary": summarize_side(ours)},
-                "sb3": {"runs": peer, "summary": summarize_side(peer)},
+                plan.peer_side: {"runs": peer, "summary": summarize_side(peer)},
             }
             _write(path, results)  # as it goes: a long race keeps its rows
     results["markdown"] = race_markdown(results)

@@ -52,6 +52,42 @@ def test_bench_race_refuses_an_unknown_env_before_running(capsys):
     assert exit_info.value.code == 2 and err.startswith("error: --env: unknown environment"), err
 
 
+def test_presets_race_the_derived_defaults_as_the_peer(tmp_path, monkeypatch):
+    import a3c.bench.race as race
+
+    calls = []
+
+    def fake_ours(env_id, seed, seconds, work, no_preset, side="ours"):
+        calls.append((side, no_preset, seed))
+        return run(5.0 if no_preset else 2.0, 100, 500.0)
+
+    monkeypatch.setattr(race, "ours_race", fake_ours)
+    monkeypatch.setattr(race, "peer_race", lambda *args: pytest.fail("SB3 is not this race's peer"))
+    plan = RacePlan(("CartPole-v1",), seeds=2, seconds=1.0, peer_settings="no-preset")
+    results = run_race(plan, tmp_path / "out", tmp_path, log=lambda msg: None)
+    # Seed by seed, presets first; each side in its own run dir (a run dir is never reused).
+    assert calls == [("ours", False, 0), ("no-preset", True, 0), ("ours", False, 1), ("no-preset", True, 1)]
+    assert list(results["envs"]["CartPole-v1"]) == ["ours", "no-preset"]
+    assert "| CartPole-v1 | no-preset | 2/2 | 5.0 |" in results["markdown"]
+
+
+@pytest.mark.parametrize(
+    "args,wrong",
+    [
+        (["--env", "CartPole-v1", "--peer", "no-preset", "--no-preset"], "not allowed with --no-preset"),
+        (["--suite", "--peer", "no-preset"], "not allowed with --suite"),
+        (["--peer", "no-preset"], "is for races only"),
+    ],
+)
+def test_bench_refuses_a_no_preset_peer_that_would_race_nothing(capsys, args, wrong):
+    from a3c.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", *args, "--budget", "5"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.startswith("error: --peer: 'no-preset' ") and wrong in err, err
+
+
 @pytest.mark.slow
 def test_a_small_race_runs_both_sides_and_writes_its_json(tmp_path):
     require_extra("stable_baselines3", "bench")
