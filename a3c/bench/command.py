@@ -94,7 +94,8 @@ def bench(**opts) -> None:
         return
     racing = bool(opts["env_ids"] or opts["suite"])
     if opts["peer"] == "no-preset" and not racing:
-        raise BadInput("--peer: 'no-preset' is for races only; expected it with --env")
+        raise BadInput("--peer: 'no-preset' is not allowed without --env (the CartPole bench races SB3); "
+                       "expected default or zoo")  # fmt: skip
     if opts["peer"] != "no-preset":
         _require_sb3()
     _positive("--repeats", opts["repeats"], integer=True)
@@ -117,17 +118,22 @@ def _race(opts: dict) -> None:
     import tempfile
 
     from a3c.bench.race import SUITE, RacePlan, run_race
-    from envs import inspect_env
+    from envs import inspect_env, load_preset
 
     _positive("--budget", opts["budget"])
     env_ids = tuple(opts["env_ids"]) + (SUITE if opts["suite"] else ())
-    for env_id in env_ids:
-        inspect_env(env_id)  # an unknown id is bad input before anything runs
     peer = opts["peer"] or ("default" if opts["suite"] else "zoo")
     if peer == "no-preset" and (opts["no_preset"] or opts["suite"]):
         flag = "--suite" if opts["suite"] else "--no-preset"
         raise BadInput(f"--peer: 'no-preset' is not allowed with {flag} (both sides would be alike); "
                        "expected default or zoo")  # fmt: skip
+    for env_id in env_ids:
+        inspect_env(env_id)  # an unknown id is bad input before anything runs
+        if peer == "no-preset" and load_preset(env_id) is None:
+            raise BadInput(
+                f"--env: {env_id!r} has no preset, so --peer no-preset would race its derived defaults "
+                "against themselves; expected an env with a preset (a3c envs lists them)"
+            )
     plan = RacePlan(env_ids, opts["seeds"] or 3, opts["budget"], peer, opts["no_preset"] or opts["suite"])
     with tempfile.TemporaryDirectory(prefix="a3c-race-") as tmp:
         results = run_race(plan, opts["out"], Path(tmp))

@@ -40,15 +40,29 @@ def _last_eval(run_dir: Path) -> float | None:
 
 
 def ours_race(
-    env_id: str, seed: int, seconds: float, work: Path, no_preset: bool, side: str = "ours"
+    env_id: str,
+    seed: int,
+    seconds: float,
+    work: Path,
+    no_preset: bool,
+    side: str = "ours",
+    judged_as: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One ``a3c train`` run of ``env_id`` for ``seconds``; its result in the race's terms (``side`` names
-    its run dir under ``work``)."""
+    """One ``a3c train`` run of ``env_id`` for ``seconds``; its result in the race's terms. ``side`` names
+    its run dir under ``work``; ``judged_as``: another run's result whose target, evaluation episodes and
+    confirmation this run takes (``--set``), so that both are judged alike."""
     run_dir = work / f"{side}-{env_id.replace('/', '-')}-{seed}"
+    judged = []
+    if judged_as is not None:
+        target = "none" if judged_as["target"] is None else repr(judged_as["target"])
+        for key, value in (("target_return", target), ("eval_episodes", judged_as["eval_episodes"]),
+                           ("confirm_episodes", judged_as["confirm_episodes"])):  # fmt: skip
+            judged += ["--set", f"{key}={value}"]
     launch = time.time()
     proc = run_python(
         "-m", "a3c", "train", "--env", env_id, "--seed", str(seed), "--max-seconds", str(seconds),
-        "--run-dir", str(run_dir), "--quiet", *(["--no-preset"] if no_preset else []), timeout=seconds + 300,
+        "--run-dir", str(run_dir), "--quiet", *(["--no-preset"] if no_preset else []), *judged,
+        timeout=seconds + 300,
     )  # fmt: skip
     check_exit(proc, f"a3c train {env_id} (seed {seed})")
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -151,9 +165,11 @@ class RacePlan:
         return "no-preset" if self.peer_settings == "no-preset" else "sb3"
 
     def peer_run(self, env_id: str, seed: int, work: Path, ours: dict[str, Any]) -> Callable[[], dict]:
-        """The peer's run of ``env_id`` and ``seed``, alike to ``ours`` (budget, target, evaluation)."""
+        """The peer's run of ``env_id`` and ``seed``, judged as ``ours`` is (budget, target, evaluation
+        episodes, confirmation). The derived defaults' other settings, their evaluation interval included,
+        are what is raced."""
         if self.peer_side == "no-preset":
-            return partial(ours_race, env_id, seed, self.seconds, work, True, "no-preset")
+            return partial(ours_race, env_id, seed, self.seconds, work, True, "no-preset", ours)
         return partial(peer_race, env_id, self.peer_settings, seed, self.seconds, ours)
 
 
@@ -193,7 +209,7 @@ def run_race(
                 continue
             p = _attempt(plan.peer_run(env_id, seed, work, o))
             peer.append(p)
-            log(_line(env_id, seed, plan.peer_side, p))
+            log(_line(env_id, seed, plan.peer_side.ljust(4), p))
             results["envs"][env_id] = {
                 "ours": {"runs": ours, "summary": summarize_side(ours)},
                 plan.peer_side: {"runs": peer, "summary": summarize_side(peer)},

@@ -83,7 +83,10 @@ class Config:
         },
     )
     value_coef: float = field(default=0.5, metadata={"help": "weight of the value loss"})
-    entropy_coef: float = field(default=0.01, metadata={"help": "weight of the entropy bonus"})
+    entropy_coef: float = field(
+        default=0.01,
+        metadata={"help": "weight of the entropy bonus (derived: 0 for Box actions, 1e-3 with squash tanh)"},
+    )
     max_grad_norm: float = field(default=0.5, metadata={"help": "global gradient-norm clip; <= 0 disables"})
     hidden_sizes: tuple[int, ...] = field(
         default=(64, 64), metadata={"help": "hidden layer widths, e.g. 64,64"}

@@ -272,6 +272,11 @@ def test_box_actions_get_no_entropy_bonus_and_discrete_ones_keep_it():
     assert resolve_config(_info((5,), True), {}, {}).entropy_coef == 0.0
     assert resolve_config(_info((5,), False), {}, {}).entropy_coef == 0.01
     assert resolve_config(_info((5,), True), {}, {"entropy_coef": 0.02}).entropy_coef == 0.02  # --set wins
+    # ... except a tanh squash, whose mean runs into tanh's flat tails without one.
+    assert resolve_config(_info((5,), True), {}, {"squash": "tanh"}).entropy_coef == 1e-3
+    assert resolve_config(_info((5,), True), {}, {"squash": "tanh", "entropy_coef": 0.0}).entropy_coef == 0.0
+    assert resolve_config(_info((5,), False), {}, {"squash": "tanh"}).entropy_coef == 0.01  # Box only
+    assert resolve_config(_info((1, 84, 84), True), {}, {}).entropy_coef == 0.0  # images too
 
 
 @pytest.mark.parametrize("field,value", [("squash", "sigmoid"), ("gaussian_std", "fixed"), ("model", "rnn")])

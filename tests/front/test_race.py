@@ -57,18 +57,43 @@ def test_presets_race_the_derived_defaults_as_the_peer(tmp_path, monkeypatch):
 
     calls = []
 
-    def fake_ours(env_id, seed, seconds, work, no_preset, side="ours"):
-        calls.append((side, no_preset, seed))
-        return run(5.0 if no_preset else 2.0, 100, 500.0)
+    def fake_ours(env_id, seed, seconds, work, no_preset, side="ours", judged_as=None):
+        calls.append((side, no_preset, seed, judged_as and judged_as["seed"]))
+        return {**run(5.0 if no_preset else 2.0, 100, 500.0), "seed": seed}
 
     monkeypatch.setattr(race, "ours_race", fake_ours)
     monkeypatch.setattr(race, "peer_race", lambda *args: pytest.fail("SB3 is not this race's peer"))
     plan = RacePlan(("CartPole-v1",), seeds=2, seconds=1.0, peer_settings="no-preset")
     results = run_race(plan, tmp_path / "out", tmp_path, log=lambda msg: None)
-    # Seed by seed, presets first; each side in its own run dir (a run dir is never reused).
-    assert calls == [("ours", False, 0), ("no-preset", True, 0), ("ours", False, 1), ("no-preset", True, 1)]
+    # Seed by seed, presets first, each side in its own run dir (a run dir is never reused); the defaults
+    # are judged as the preset's run of the same seed was (its target, evaluation episodes, confirmation).
+    assert calls == [("ours", False, 0, None), ("no-preset", True, 0, 0),
+                     ("ours", False, 1, None), ("no-preset", True, 1, 1)]  # fmt: skip
     assert list(results["envs"]["CartPole-v1"]) == ["ours", "no-preset"]
     assert "| CartPole-v1 | no-preset | 2/2 | 5.0 |" in results["markdown"]
+
+
+def test_the_defaults_take_the_judging_settings_of_the_run_they_race(tmp_path, monkeypatch):
+    import a3c.bench.race as race
+
+    def stop(*args, **kwargs):
+        raise RuntimeError(" ".join(args))
+
+    monkeypatch.setattr(race, "run_python", stop)
+    judged_as = {"target": -200.0, "eval_episodes": 10, "confirm_episodes": 100}
+    with pytest.raises(RuntimeError) as info:
+        race.ours_race("Pendulum-v1", 0, 5.0, tmp_path, True, "no-preset", judged_as)
+    command = str(info.value)
+    assert (
+        "--no-preset --set target_return=-200.0 --set eval_episodes=10 --set confirm_episodes=100" in command
+    )
+    assert str(tmp_path / "no-preset-Pendulum-v1-0") in command
+    with pytest.raises(RuntimeError) as info:
+        race.ours_race("Pendulum-v1", 0, 5.0, tmp_path, True, "no-preset", {**judged_as, "target": None})
+    assert "--set target_return=none" in str(info.value)
+    with pytest.raises(RuntimeError) as info:
+        race.ours_race("Pendulum-v1", 0, 5.0, tmp_path, False)
+    assert "--set" not in str(info.value) and "--no-preset" not in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -76,7 +101,7 @@ def test_presets_race_the_derived_defaults_as_the_peer(tmp_path, monkeypatch):
     [
         (["--env", "CartPole-v1", "--peer", "no-preset", "--no-preset"], "not allowed with --no-preset"),
         (["--suite", "--peer", "no-preset"], "not allowed with --suite"),
-        (["--peer", "no-preset"], "is for races only"),
+        (["--peer", "no-preset"], "not allowed without --env"),
     ],
 )
 def test_bench_refuses_a_no_preset_peer_that_would_race_nothing(capsys, args, wrong):
@@ -86,6 +111,15 @@ def test_bench_refuses_a_no_preset_peer_that_would_race_nothing(capsys, args, wr
         main(["bench", *args, "--budget", "5"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.startswith("error: --peer: 'no-preset' ") and wrong in err, err
+
+
+def test_bench_refuses_a_no_preset_peer_for_an_env_without_a_preset(capsys):
+    from a3c.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--env", "Acrobot-v1", "--peer", "no-preset", "--budget", "5"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.startswith("error: --env: 'Acrobot-v1' has no preset"), err
 
 
 @pytest.mark.slow
