@@ -35,9 +35,6 @@ HANG_VAR = "A3C_TEST_HANG"
 HANG_S = 3600.0  # the injected hang; the driver must notice it and kill the actor long before
 
 
-HANG_AFTER_UPDATES = 500  # the server's injected hang waits for these (seconds of training): a sync first
-
-
 def injected_hang(actor: str) -> None:
     """Block (a test's injected hang) when ``A3C_TEST_HANG`` names ``actor``, in its first incarnation only:
     the actor that Ray restarts in its place goes on."""
@@ -78,6 +75,7 @@ class ParameterServer:
         self.contact = np.full(cfg.workers, -np.inf)  # time.monotonic() of each worker's last call: its beat
         self.records: list[Any] = []
         self.stopped = False
+        self.synced_updates = 0  # updates in the last state() the driver checkpointed: the injected hang's cue
 
     def register(self, worker: int) -> int:
         """How many times ``worker`` started before: its restart index (a fresh seed stream each time)."""
@@ -121,8 +119,10 @@ class ParameterServer:
         """The records since the last drain, the per-worker counter slots [3, workers], the seconds since
         each worker last called [workers] (inf: never; ages, not times, as the driver's clock may differ) and
         how often each worker registered [workers] (a restarted one registers again)."""
-        if self.slots[1].sum() >= HANG_AFTER_UPDATES:
-            injected_hang("server")  # tests: a server that hangs once training is under way
+        if self.synced_updates > 0:
+            # tests: a server that hangs once training is under way and a checkpoint holds some of it (a count
+            # of updates alone raced the first checkpoint on a fast machine)
+            injected_hang("server")
         records, self.records = self.records, []
         return records, self.slots.copy(), time.monotonic() - self.contact, self.registrations.copy()
 
@@ -135,6 +135,7 @@ class ParameterServer:
     def state(self) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray, dict[str, Arrays]]:
         """(weights, optimizer state tensors, counter slots, statistics slots): the driver's checkpoint."""
         optimizer = {k: v.numpy().copy() for k, v in self.optimizer.state[self.flat].items()}
+        self.synced_updates = int(self.slots[1].sum())
         return self.flat.numpy().copy(), optimizer, self.slots.copy(), self.stats.arrays()
 
     def stop(self) -> None:
