@@ -124,7 +124,7 @@ def test_a_hung_parameter_server_fails_the_run_naming_it(tmp_path, token, monkey
     from a3c.run.resume import load_resume_checkpoint
 
     run_dir = tmp_path / "run"
-    monkeypatch.setenv("A3C_TEST_HANG", "server")  # it blocks in drain once training is under way
+    monkeypatch.setenv("A3C_TEST_HANG", "server")  # it blocks in drain once a checkpoint holds updates
     result = run_a3c(
         "train", "--env", "CartPole-v1", "--backend", "ray", "--workers", "2", "--target-return", "1e9",
         "--max-seconds", "600", "--set", "hang_timeout=5", "--set", "checkpoint_interval=1",

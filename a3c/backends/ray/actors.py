@@ -75,7 +75,7 @@ class ParameterServer:
         self.contact = np.full(cfg.workers, -np.inf)  # time.monotonic() of each worker's last call: its beat
         self.records: list[Any] = []
         self.stopped = False
-        self.synced_updates = 0  # updates in the last state() the driver checkpointed: the injected hang's cue
+        self.synced_updates = 0  # updates in the last state(), which the driver checkpoints: the hang's cue
 
     def register(self, worker: int) -> int:
         """How many times ``worker`` started before: its restart index (a fresh seed stream each time)."""
