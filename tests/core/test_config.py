@@ -294,7 +294,6 @@ def test_every_preset_resolves_into_a_valid_config():
         "Pendulum-v1",
         "MountainCarContinuous-v0",
         "HalfCheetah-v5",
-        "Hopper-v5",
         "ALE/Pong-v5",
         "ALE/Breakout-v5",
         "FrozenLake-v1",
