@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from a3c.algo.learner import build_shared
@@ -40,3 +41,35 @@ def test_best_pt_compares_evaluations_over_the_same_episodes(tmp_path, monkeypat
     assert float(next(iter(best["model_state"].values())).flatten()[0]) == 2.0
     assert best["mean_return"] == marks[1][1] and best["selection_mean"] == 160.0
     assert saved_best(tmp_path / "checkpoints" / "best.pt") == (160.0, 60.0)  # what a restarted one compares
+
+
+def test_a_solved_evaluation_takes_best_pt_from_one_that_failed_its_confirmation(tmp_path, monkeypatch):
+    # Evaluation 1's first 10 episodes score 230 (target 200), its 100 confirmation episodes 180: 184.5 over
+    # 110, not solved. Evaluation 2 scores 205 on its 10 and 210 on 100 more: solved. Its first 10 are below
+    # evaluation 1's, yet it is the run's solution: best.pt must hold it, and a later unsolved evaluation
+    # with a higher first 10 (evaluation 3, 240 then 150) must not replace it, nor after a restart.
+    config = Config(env_id="CartPole-v1", target_return=200.0, eval_episodes=10, confirm_episodes=100)
+    model, optimizer = build_shared(config, Spaces((4,), 2))
+    (tmp_path / "checkpoints").mkdir()
+    shared = SharedState(
+        config, Spaces((4,), 2), tmp_path, 0.0, model, optimizer, Counters(1), StopSignal(), Heartbeats(2)
+    )
+    rounds = iter(
+        [np.full(n, v) for n, v in [(10, 230.0), (100, 180.0), (10, 205.0), (100, 210.0)]]
+        + [np.full(n, v) for n, v in [(10, 240.0), (100, 150.0)] * 2]
+    )
+    solved = []
+    for seed, marks in ((0, (1.0, 2.0, 3.0)), (1, (4.0,))):  # seed 1: a restarted evaluator, best.pt on disk
+        evaluator = Evaluator(shared, seed=seed)
+        monkeypatch.setattr(evaluator, "_play", lambda n, stop: (next(rounds)[:n], np.ones(n)))
+        for mark in marks:
+            with torch.no_grad():
+                next(model.parameters()).fill_(mark)  # which evaluation's weights best.pt holds
+            record = evaluator.evaluate()
+            solved.append((record.solved, record.best_mean_return))
+        evaluator.close()
+    failed, passed = (2300.0 + 18000.0) / 110, (2050.0 + 21000.0) / 110  # means over 110 episodes
+    assert [flag for flag, _ in solved] == [False, True, False, False]
+    assert [mean for _, mean in solved] == pytest.approx([failed, passed, passed, passed])
+    best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
+    assert float(next(iter(best["model_state"].values())).flatten()[0]) == 2.0
