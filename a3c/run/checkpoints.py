@@ -63,18 +63,20 @@ def load_policy(target: Path) -> SavedPolicy:
     return SavedPolicy(path, config, model.eval(), obs_stats)
 
 
-def saved_best(path: Path) -> tuple[float, float | None]:
-    """(selection mean, mean_return) of an existing best.pt ((-inf, None) when there is none or it cannot be
-    read): a resumed run or a restarted evaluator may have a best.pt newer than the best it was told about.
-    A best.pt from before ``selection_mean`` existed was chosen by its ``mean_return``."""
+def saved_best(path: Path) -> tuple[float, float | None, int]:
+    """(selection mean, mean_return, episodes behind mean_return) of an existing best.pt ((-inf, None, 0) when
+    there is none or it cannot be read): a resumed run or a restarted evaluator may have a best.pt newer than
+    the best it was told about. A best.pt from before ``selection_mean`` existed was chosen by its
+    ``mean_return``; one from before ``episodes`` existed counts its selection episodes (none confirmed)."""
     if not path.is_file():
-        return -float("inf"), None
+        return -float("inf"), None, 0
     try:
         data = load_checkpoint(path)
         mean = float(data["mean_return"])
-        return float(data.get("selection_mean", mean)), mean
+        episodes = int(data.get("episodes", data.get("selection_episodes", 0)))
+        return float(data.get("selection_mean", mean)), mean, episodes
     except (BadInput, KeyError, TypeError, ValueError):
-        return -float("inf"), None
+        return -float("inf"), None, 0
 
 
 CHECKPOINT_FORMAT = "a3c-checkpoint"

@@ -67,10 +67,16 @@ class Evaluator:
         self.spaces = spaces
         self.obs_stats = obs_stats
         self.obs_snapshot = None if obs_stats is None else RunningMeanStd(spaces.obs_shape)
-        saved_selection, saved_mean = saved_best(run_dir / "checkpoints" / "best.pt")
-        self.best_mean = max(best_mean, saved_selection)  # the selection mean best.pt was chosen by
+        saved_selection, saved_mean, saved_episodes = saved_best(run_dir / "checkpoints" / "best.pt")
+        # Whether best.pt holds a solved evaluation, judged by this run's target and confirmation (a resumed
+        # run may have changed them): its mean at the target over as many episodes as a solve plays now.
+        self.best_solved = (
+            self._solved(saved_mean) and saved_episodes >= config.eval_episodes + config.confirm_episodes
+        )
+        # The selection mean best.pt was chosen by; a solved best.pt's own, which an unsolved best told
+        # before it was replaced may exceed.
+        self.best_mean = saved_selection if self.best_solved else max(best_mean, saved_selection)
         self.best_return = saved_mean  # that evaluation's mean_return (eval.csv's value)
-        self.best_solved = self._solved(saved_mean)  # whether best.pt holds a solved evaluation
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
         # One vector env per episode count (evaluation, confirmation), built once and reset with new seeds.
         self.envs: dict[int, gym.vector.VectorEnv] = {}
@@ -132,6 +138,7 @@ class Evaluator:
                         mean_return=mean,
                         selection_mean=selection,
                         selection_episodes=self.config.eval_episodes,
+                        episodes=len(returns),
                     ),
                 )
             except OSError as exc:  # a full disk should not end the run; the previous best.pt stays

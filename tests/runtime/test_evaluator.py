@@ -40,7 +40,11 @@ def test_best_pt_compares_evaluations_over_the_same_episodes(tmp_path, monkeypat
     best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
     assert float(next(iter(best["model_state"].values())).flatten()[0]) == 2.0
     assert best["mean_return"] == marks[1][1] and best["selection_mean"] == 160.0
-    assert saved_best(tmp_path / "checkpoints" / "best.pt") == (160.0, 60.0)  # what a restarted one compares
+    assert saved_best(tmp_path / "checkpoints" / "best.pt") == (
+        160.0,
+        60.0,
+        110,
+    )  # what a restarted one compares
 
 
 def test_a_solved_evaluation_takes_best_pt_from_one_that_failed_its_confirmation(tmp_path, monkeypatch):
@@ -73,3 +77,25 @@ def test_a_solved_evaluation_takes_best_pt_from_one_that_failed_its_confirmation
     assert [mean for _, mean in solved] == pytest.approx([failed, passed, passed, passed])
     best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
     assert float(next(iter(best["model_state"].values())).flatten()[0]) == 2.0
+
+
+def test_a_best_pt_counts_as_solved_only_when_judged_over_the_confirmation(tmp_path, monkeypatch):
+    # A run's best.pt scored 190 on 10 episodes (target 200: no confirmation). Resumed with target 180, that
+    # unconfirmed 190 is no solve: a confirmed one (185 on 10, 183 over 110) must replace it.
+    (tmp_path / "checkpoints").mkdir()
+    scores = iter([np.full(10, 190.0), np.full(10, 185.0), np.full(100, 182.8)])
+    for target, mark in ((200.0, 1.0), (180.0, 2.0)):
+        config = Config(env_id="CartPole-v1", target_return=target, eval_episodes=10, confirm_episodes=100)
+        model, optimizer = build_shared(config, Spaces((4,), 2))
+        with torch.no_grad():
+            next(model.parameters()).fill_(mark)
+        shared = SharedState(
+            config, Spaces((4,), 2), tmp_path, 0.0, model, optimizer, Counters(1), StopSignal(), Heartbeats(2)
+        )
+        evaluator = Evaluator(shared, seed=0, best_mean=190.0 if mark == 2.0 else -float("inf"))
+        monkeypatch.setattr(evaluator, "_play", lambda n, stop: (next(scores)[:n], np.ones(n)))
+        record = evaluator.evaluate()
+        evaluator.close()
+    assert record.solved and record.best_mean_return == pytest.approx(183.0)
+    best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
+    assert float(next(iter(best["model_state"].values())).flatten()[0]) == 2.0 and best["episodes"] == 110
