@@ -281,9 +281,13 @@ def test_a_run_spans_two_ray_start_nodes_and_outlives_losing_one(tmp_path, token
         refused = run_probe(token, address, RAY_AUTH_TOKEN="0" * 64, RAY_gcs_server_port_wait_time_s="1")
         assert refused.returncode != 0 and "InvalidAuthToken" in refused.stderr, refused.stderr[-3000:]
 
-        nodes[1].kill()  # the second machine dies: its raylet, its worker actor, everything of it
-        # A spare machine joins; the lost worker actor is restarted on it (its loop by the driver).
+        # A spare machine stands by (its CPU idle: no actor is pending) when the second machine dies: its
+        # raylet, its worker actor, everything of it. The lost worker actor is restarted on the spare (its
+        # loop by the driver). The spare joins first so that the restart does not wait for `ray start`: on
+        # a slow machine that took CI past the driver's start-up window, and a worker that has not come back
+        # within it is counted (and killed) as hung, a second restart.
         nodes.append(Node("spare", token, temp_root, *node_args, '--resources={"spare": 1}'))
+        nodes[1].kill()
         wait_for(lambda: crashed(err_path), 120, "the driver sees the lost worker", run, err_path)
         lost, seen_at, rows_then = crashed(err_path)[0], time.time(), data_rows(run_dir / "metrics.csv")
         trains = lambda: [r[2] for r in metrics(run_dir, rows_then)].count(lost) >= 3  # noqa: E731
@@ -302,7 +306,7 @@ def test_a_run_spans_two_ray_start_nodes_and_outlives_losing_one(tmp_path, token
             node.kill()
         shutil.rmtree(temp_root, ignore_errors=True)
     summary = read_json(run_dir / "summary.json")
-    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, summary
+    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, (summary, err_path.read_text()[-3000:])
     assert crashed(err_path) == [lost], err_path.read_text()[-3000:]
     # It trained after the loss: rows stamped after the driver reported it (wall_time: s since the start).
     after = [r for r in metrics(run_dir) if r[2] == lost and float(r[0]) > seen_at - summary["start_unix"]]
