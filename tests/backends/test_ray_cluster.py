@@ -306,7 +306,8 @@ def test_a_run_spans_two_ray_start_nodes_and_outlives_losing_one(tmp_path, token
             node.kill()
         shutil.rmtree(temp_root, ignore_errors=True)
     summary = read_json(run_dir / "summary.json")
-    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, (summary, err_path.read_text()[-3000:])
+    stderr = err_path.read_text()[-3000:]
+    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, (summary, stderr)
     assert crashed(err_path) == [lost], err_path.read_text()[-3000:]
     # It trained after the loss: rows stamped after the driver reported it (wall_time: s since the start).
     after = [r for r in metrics(run_dir) if r[2] == lost and float(r[0]) > seen_at - summary["start_unix"]]
