@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -15,30 +18,55 @@ from a3c.runtime.evaluator import Evaluator
 from a3c.runtime.shared import Counters, Heartbeats, StopSignal
 
 
+def cartpole_state(run_dir: Path, target: float, mark: float | None = None) -> SharedState:
+    """A CartPole run's shared state (10 evaluation episodes, 100 to confirm), best.pt under ``run_dir``;
+    ``mark`` fills the model's first parameter, to tell which evaluation's weights best.pt holds."""
+    config = Config(env_id="CartPole-v1", target_return=target, eval_episodes=10, confirm_episodes=100)
+    model, optimizer = build_shared(config, Spaces((4,), 2))
+    if mark is not None:
+        set_mark(model, mark)
+    (run_dir / "checkpoints").mkdir(exist_ok=True)
+    return SharedState(
+        config, Spaces((4,), 2), run_dir, 0.0, model, optimizer, Counters(1), StopSignal(), Heartbeats(2)
+    )
+
+
+def set_mark(model: torch.nn.Module, mark: float) -> None:
+    with torch.no_grad():
+        next(model.parameters()).fill_(mark)
+
+
+def scripted(
+    evaluator: Evaluator, scores: Iterator[np.ndarray], monkeypatch: pytest.MonkeyPatch
+) -> Evaluator:
+    """``evaluator`` whose plays return the next of ``scores`` (each call's first n returns)."""
+    monkeypatch.setattr(evaluator, "_play", lambda n, stop: (next(scores)[:n], np.ones(n)))
+    return evaluator
+
+
+def best_mark(run_dir: Path) -> float:
+    """The mark of the weights best.pt holds."""
+    best = load_checkpoint(run_dir / "checkpoints" / "best.pt")
+    return float(next(iter(best["model_state"].values())).flatten()[0])
+
+
 def test_best_pt_compares_evaluations_over_the_same_episodes(tmp_path, monkeypatch):
     # Evaluation 2 reaches the target on its 10 episodes, then its 100 confirmation episodes average 50:
     # 110 episodes at 60. Evaluation 3 scores 120 on its 10. Comparing 120 (10 episodes) with 60 (110)
     # would let evaluation 3 replace best.pt; over their first 10 episodes each, 160 stays the best.
-    config = Config(env_id="CartPole-v1", target_return=150.0, eval_episodes=10, confirm_episodes=100)
-    model, optimizer = build_shared(config, Spaces((4,), 2))
-    (tmp_path / "checkpoints").mkdir()
-    shared = SharedState(
-        config, Spaces((4,), 2), tmp_path, 0.0, model, optimizer, Counters(1), StopSignal(), Heartbeats(2)
-    )
-    evaluator = Evaluator(shared, seed=0)
+    shared = cartpole_state(tmp_path, 150.0)
     rounds = iter([np.full(10, 100.0), np.full(10, 160.0), np.full(100, 50.0), np.full(10, 120.0)])
-    monkeypatch.setattr(evaluator, "_play", lambda n, stop: (next(rounds)[:n], np.ones(n)))
+    evaluator = scripted(Evaluator(shared, seed=0), rounds, monkeypatch)
     marks = []
     for mark in (1.0, 2.0, 3.0):
-        with torch.no_grad():
-            next(model.parameters()).fill_(mark)  # which evaluation's weights best.pt holds
+        set_mark(shared.model, mark)
         record = evaluator.evaluate()
         marks.append((record.episodes, record.mean_return, record.best_selection_mean))
         assert record.best_mean_return == [100.0, 60.0, 60.0][int(mark) - 1]  # eval.csv's mean of best.pt
     evaluator.close()
     assert marks == [(10, 100.0, 100.0), (110, 60.0, 160.0), (10, 120.0, 160.0)]
     best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
-    assert float(next(iter(best["model_state"].values())).flatten()[0]) == 2.0
+    assert best_mark(tmp_path) == 2.0
     assert best["mean_return"] == marks[1][1] and best["selection_mean"] == 160.0
     assert saved_best(tmp_path / "checkpoints" / "best.pt") == (
         160.0,
@@ -52,50 +80,34 @@ def test_a_solved_evaluation_takes_best_pt_from_one_that_failed_its_confirmation
     # 110, not solved. Evaluation 2 scores 205 on its 10 and 210 on 100 more: solved. Its first 10 are below
     # evaluation 1's, yet it is the run's solution: best.pt must hold it, and a later unsolved evaluation
     # with a higher first 10 (evaluation 3, 240 then 150) must not replace it, nor after a restart.
-    config = Config(env_id="CartPole-v1", target_return=200.0, eval_episodes=10, confirm_episodes=100)
-    model, optimizer = build_shared(config, Spaces((4,), 2))
-    (tmp_path / "checkpoints").mkdir()
-    shared = SharedState(
-        config, Spaces((4,), 2), tmp_path, 0.0, model, optimizer, Counters(1), StopSignal(), Heartbeats(2)
-    )
+    shared = cartpole_state(tmp_path, 200.0)
     rounds = iter(
         [np.full(n, v) for n, v in [(10, 230.0), (100, 180.0), (10, 205.0), (100, 210.0)]]
         + [np.full(n, v) for n, v in [(10, 240.0), (100, 150.0)] * 2]
     )
     solved = []
     for seed, marks in ((0, (1.0, 2.0, 3.0)), (1, (4.0,))):  # seed 1: a restarted evaluator, best.pt on disk
-        evaluator = Evaluator(shared, seed=seed)
-        monkeypatch.setattr(evaluator, "_play", lambda n, stop: (next(rounds)[:n], np.ones(n)))
+        evaluator = scripted(Evaluator(shared, seed=seed), rounds, monkeypatch)
         for mark in marks:
-            with torch.no_grad():
-                next(model.parameters()).fill_(mark)  # which evaluation's weights best.pt holds
+            set_mark(shared.model, mark)
             record = evaluator.evaluate()
             solved.append((record.solved, record.best_mean_return))
         evaluator.close()
     failed, passed = (2300.0 + 18000.0) / 110, (2050.0 + 21000.0) / 110  # means over 110 episodes
     assert [flag for flag, _ in solved] == [False, True, False, False]
     assert [mean for _, mean in solved] == pytest.approx([failed, passed, passed, passed])
-    best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
-    assert float(next(iter(best["model_state"].values())).flatten()[0]) == 2.0
+    assert best_mark(tmp_path) == 2.0
 
 
 def test_a_best_pt_counts_as_solved_only_when_judged_over_the_confirmation(tmp_path, monkeypatch):
     # A run's best.pt scored 190 on 10 episodes (target 200: no confirmation). Resumed with target 180, that
     # unconfirmed 190 is no solve: a confirmed one (185 on 10, 183 over 110) must replace it.
-    (tmp_path / "checkpoints").mkdir()
     scores = iter([np.full(10, 190.0), np.full(10, 185.0), np.full(100, 182.8)])
     for target, mark in ((200.0, 1.0), (180.0, 2.0)):
-        config = Config(env_id="CartPole-v1", target_return=target, eval_episodes=10, confirm_episodes=100)
-        model, optimizer = build_shared(config, Spaces((4,), 2))
-        with torch.no_grad():
-            next(model.parameters()).fill_(mark)
-        shared = SharedState(
-            config, Spaces((4,), 2), tmp_path, 0.0, model, optimizer, Counters(1), StopSignal(), Heartbeats(2)
-        )
-        evaluator = Evaluator(shared, seed=0, best_mean=190.0 if mark == 2.0 else -float("inf"))
-        monkeypatch.setattr(evaluator, "_play", lambda n, stop: (next(scores)[:n], np.ones(n)))
-        record = evaluator.evaluate()
+        best_mean = 190.0 if mark == 2.0 else -float("inf")
+        evaluator = Evaluator(cartpole_state(tmp_path, target, mark), seed=0, best_mean=best_mean)
+        record = scripted(evaluator, scores, monkeypatch).evaluate()
         evaluator.close()
     assert record.solved and record.best_mean_return == pytest.approx(183.0)
-    best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
-    assert float(next(iter(best["model_state"].values())).flatten()[0]) == 2.0 and best["episodes"] == 110
+    assert best_mark(tmp_path) == 2.0
+    assert load_checkpoint(tmp_path / "checkpoints" / "best.pt")["episodes"] == 110
