@@ -2,7 +2,7 @@
 ``--ray-address`` fails at once; a run joins nodes started with ``ray start`` (on this machine's loopback,
 each with its own temp dir; token authentication with a token file of the test's own), places a worker
 actor on each, and goes on when one node is killed mid-run (its worker actor restarted on a spare node
-that joins). Ray's state API needs the dashboard (``ray[default]``, not installed), so placement is read
+standing by). Ray's state API needs the dashboard (``ray[default]``, not installed), so placement is read
 from the GCS actor table, its data source. Every process of the test carries the ``token`` and is checked."""
 
 from __future__ import annotations
