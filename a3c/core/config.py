@@ -205,7 +205,8 @@ class Config:
     )
     keep_checkpoints: int = field(default=3, metadata={"help": "earlier checkpoints kept beside last.pt"})
     max_restarts: int = field(
-        default=3, metadata={"help": "restarts of one crashed child allowed within 10 minutes"}
+        default=3,
+        metadata={"help": "restarts of one crashed child allowed within 10 minutes (Ray: over the run)"},
     )
     hang_timeout: float = field(
         default=60.0,
