@@ -200,8 +200,8 @@ def make_atari(env_id: str, training: bool, frame_stack: int = 1, **kwargs: Any)
             ``frameskip``, which ``AtariPreprocessing`` owns.
 
     Wrapper order, innermost first, and why:
-        1. ``gym.make(env_id, frameskip=1)``: AtariPreprocessing does the skipping (it raises on a base env
-           that skips too); sticky actions stay at the v5 default of 0.25.
+        1. ``gym.make(env_id, frameskip=1, obs_type="grayscale")``: AtariPreprocessing does the skipping (it
+           raises on a base env that skips too); sticky actions stay at the v5 default of 0.25.
         2. ``AtariPreprocessing``: random no-ops (1..30) at reset, repeat each action 4 frames and max-pool
            the last two (Atari sprites flicker), grayscale, resize to 84x84. Everything outside works on
            agent steps, so lives and rewards are seen once per 4 frames.
@@ -240,7 +240,9 @@ def make_atari(env_id: str, training: bool, frame_stack: int = 1, **kwargs: Any)
         raise ModuleNotFoundError(
             f"{env_id!r} needs ale_py, which is not installed: pip install -e '.[atari]'", name="ale_py"
         )
-    env = gym.make(env_id, frameskip=1, **kwargs)
+    # The base env's own observation is thrown away (AtariPreprocessing reads the screen itself); grayscale
+    # is the cheapest one ale-py makes (no RGB frame per emulator frame). Videos render RGB regardless.
+    env = gym.make(env_id, frameskip=1, **{"obs_type": "grayscale", **kwargs})
     env = AtariPreprocessing(
         env,
         noop_max=NOOP_MAX,

@@ -116,25 +116,36 @@ class ConvActorCritic(nn.Module):
                 M truncated steps at ``final_at`` = (t indices [M], b indices [M]).
 
         Returns:
-            (policy output [T*B, P], values [T*B + B + M]) in ``update.segment_batch`` order.
+            (policy output [T*B, P], values [T*B + B + M]) in ``update.segment_batch`` order; the last B + M
+            (the bootstrap values) carry no gradient.
         """
         steps, batch = obs.shape[:2]
-        features = self.encode(obs.reshape(steps * batch, *obs.shape[2:])).reshape(steps, batch, -1)
+        lstm = self.lstm
+        features = self.encode(obs.reshape(steps * batch, *obs.shape[2:]))
+        # The input half of every step's gates in one GEMM over T*B rows (nn.LSTMCell would read W_ih once
+        # per step); the recurrent half stays per step. nn.LSTMCell's math, gates in its i, f, g, o order.
+        gates_in = torch.addmm(lstm.bias_ih, features, lstm.weight_ih.t()).reshape(steps, batch, -1)
         keep = torch.from_numpy(~ends).float().unsqueeze(-1)  # [T, B, 1]
         h, c = state
         hs, cs = [], []
         for t in range(steps):
-            h, c = self.lstm(features[t], (h, c))
+            gates = gates_in[t] + torch.addmm(lstm.bias_hh, h, lstm.weight_hh.t())
+            i, f, g, o = gates.chunk(4, dim=1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
             hs.append(h)
             cs.append(c)
             h, c = h * keep[t], c * keep[t]  # a new episode starts from a zero state
         hidden = torch.stack(hs)  # [T, B, H], before any reset
         out, values = self.heads(hidden.reshape(steps * batch, -1))
-        next_h, _ = self.lstm(self.encode(next_obs), (h, c))
-        parts = [values, self.heads(next_h)[1]]
-        if len(final_at[0]):
-            t_idx, b_idx = torch.from_numpy(final_at[0]), torch.from_numpy(final_at[1])
-            h_end, c_end = hidden[t_idx, b_idx], torch.stack(cs)[t_idx, b_idx]
-            final_h, _ = self.lstm(self.encode(final_obs), (h_end, c_end))
-            parts.append(self.heads(final_h)[1])
-        return out, torch.cat(parts)
+        # The bootstrap values reach the loss only through GAE's detached targets: no graph for them (autograd
+        # would otherwise run a backward of zeros through the LSTM and encoder for these frames).
+        with torch.no_grad():
+            next_h, _ = lstm(self.encode(next_obs), (h, c))
+            parts = [self.heads(next_h)[1]]
+            if len(final_at[0]):
+                t_idx, b_idx = torch.from_numpy(final_at[0]), torch.from_numpy(final_at[1])
+                h_end, c_end = hidden[t_idx, b_idx], torch.stack(cs)[t_idx, b_idx]
+                final_h, _ = lstm(self.encode(final_obs), (h_end, c_end))
+                parts.append(self.heads(final_h)[1])
+        return out, torch.cat([values, *parts])

@@ -88,3 +88,36 @@ def test_continuous_conv_output_has_mean_and_log_std():
     out, _ = model(torch.zeros(3, *SHAPE))
     assert out.shape == (3, 4)
     torch.testing.assert_close(out[:, 2:], torch.full((3, 2), -1.0))
+
+
+def test_unroll_gradient_equals_the_step_by_step_graph():
+    """The batched input projection and the no-grad bootstrap change no gradient: a loss over the unroll's
+    outputs (its bootstrap values excluded, as GAE detaches them) has the gradient of the same loss over
+    model.step called step by step with autograd on, the state reset at episode ends."""
+    torch.manual_seed(2)
+    rng = np.random.default_rng(2)
+    steps, batch = 5, 3
+    model = ConvActorCritic(SHAPE, 4, lstm_size=16)
+    obs = torch.from_numpy(rng.integers(0, 256, size=(steps, batch, *SHAPE), dtype=np.uint8))
+    ends = np.zeros((steps, batch), bool)
+    ends[1, 2] = ends[3, 0] = True
+    init = tuple(torch.randn(batch, 16) for _ in range(2))
+    weights_out, weights_value = torch.randn(steps * batch, 4), torch.randn(steps * batch)
+
+    def grads(loss: torch.Tensor) -> list[torch.Tensor]:
+        return [g.clone() for g in torch.autograd.grad(loss, list(model.parameters()))]
+
+    out, values = model.unroll(obs, init, ends, obs[0], obs[0, :0], (np.array([], int), np.array([], int)))
+    n = steps * batch
+    got = grads((out * weights_out).sum() + (values[:n] * weights_value).sum())
+
+    state, outs, vals = init, [], []
+    for t in range(steps):
+        step_out, step_value, state = model.step(obs[t], state)
+        outs.append(step_out)
+        vals.append(step_value)
+        keep = torch.from_numpy(~ends[t]).float().unsqueeze(1)
+        state = (state[0] * keep, state[1] * keep)
+    expected = grads((torch.cat(outs) * weights_out).sum() + (torch.cat(vals) * weights_value).sum())
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-6)
