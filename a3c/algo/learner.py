@@ -56,7 +56,8 @@ def build_shared(config: Config, spaces: Spaces) -> tuple[nn.Module, SharedOptim
 
 @dataclass(frozen=True)
 class UpdateResult:
-    """What one update did: env steps consumed, episodes that ended, loss parts and the gradient norm."""
+    """What one update did: env steps consumed, episodes that ended, loss parts and the gradient norm; the
+    variances of the returns and of the critic's residuals over its samples (for the explained variance)."""
 
     steps: int
     episodes: list[Episode]
@@ -64,7 +65,8 @@ class UpdateResult:
     value_loss: float
     entropy: float
     grad_norm: float
-    explained_variance: float = float("nan")
+    return_var: float = float("nan")
+    residual_var: float = float("nan")
     policy_lag: int = 0
 
 
@@ -154,7 +156,8 @@ class Learner:
             loss.value,
             loss.entropy,
             grad_norm,
-            loss.explained_variance,
+            loss.return_var,
+            loss.residual_var,
             self.clock()[0] - pulled_version,
         )
 

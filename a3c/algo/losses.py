@@ -27,7 +27,14 @@ class LossTerms:
     policy: float
     value: float
     entropy: float
-    explained_variance: float
+    return_var: float  # Var(returns) over the segment's samples
+    residual_var: float  # Var(returns - values)
+
+    @property
+    def explained_variance(self) -> float:
+        """This segment's 1 − residual_var / return_var; NaN when the returns do not vary. Metrics pool the
+        two variances over many updates instead (``MetricsWindow``): one segment's ratio is unstable."""
+        return explained_variance(self.return_var, self.residual_var)
 
 
 def a2c_loss(
@@ -54,14 +61,15 @@ def a2c_loss(
         policy=pg.item(),
         value=vl.item(),
         entropy=ent.item(),
-        explained_variance=explained_variance(values.detach(), returns.detach()),
+        return_var=float(returns.detach().var(unbiased=False)),
+        residual_var=float((returns - values).detach().var(unbiased=False)),
     )
 
 
-def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
-    """1 − Var(returns − values) / Var(returns) for [N] tensors: 1 is a perfect critic, ≤ 0 one no better
-    than a constant; NaN when the returns do not vary (nothing to explain)."""
-    var = returns.var(unbiased=False)
-    if float(var) == 0.0:
+def explained_variance(return_var: float, residual_var: float) -> float:
+    """1 − Var(returns − values) / Var(returns), from those two variances (or sums of them over segments of
+    equal size): 1 is a perfect critic, ≤ 0 one no better than a constant; NaN when the returns do not vary
+    (nothing to explain)."""
+    if not return_var > 0.0:
         return float("nan")
-    return float(1.0 - (returns - values).var(unbiased=False) / var)
+    return 1.0 - residual_var / return_var

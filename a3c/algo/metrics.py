@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from a3c.algo.losses import explained_variance
 from a3c.core.records import MetricsRecord
 
 if TYPE_CHECKING:
@@ -21,6 +22,11 @@ class MetricsWindow:
 
     Policy lag = updates by any worker that landed between this worker's weight pull and its own step
     (its mean, median, 95th percentile and max over the window): how asynchronous the run really was.
+
+    The explained variance is pooled: 1 − Σ residual variance / Σ return variance over the window's updates
+    (all of one worker's segments have the same size), not a mean of per-update ratios. A segment whose
+    returns barely vary (a sparse-reward game between points) has a near-zero denominator, and its ratio
+    alone can reach −10⁴ and swamp the mean; pooled, it weighs as little as its variance.
     """
 
     def __init__(self, worker: int, every_s: float = METRICS_EVERY_S):
@@ -31,7 +37,8 @@ class MetricsWindow:
     def _reset(self, now: float) -> None:
         self.started = now
         self.steps = 0
-        self.values: dict[str, list[float]] = {k: [] for k in ("policy", "value", "entropy", "grad", "ev")}
+        self.values: dict[str, list[float]] = {k: [] for k in ("policy", "value", "entropy", "grad")}
+        self.return_var = self.residual_var = 0.0
         self.lags: list[int] = []
 
     def add(self, result: UpdateResult) -> None:
@@ -42,10 +49,12 @@ class MetricsWindow:
             ("value", result.value_loss),
             ("entropy", result.entropy),
             ("grad", result.grad_norm),
-            ("ev", result.explained_variance),
         ):
             if math.isfinite(value):
                 self.values[key].append(value)
+        if math.isfinite(result.return_var) and math.isfinite(result.residual_var):
+            self.return_var += result.return_var
+            self.residual_var += result.residual_var
         self.lags.append(result.policy_lag)
 
     def due(self) -> bool:
@@ -66,7 +75,7 @@ class MetricsWindow:
             value_loss=mean["value"],
             entropy=mean["entropy"],
             grad_norm=mean["grad"],
-            explained_variance=mean["ev"],
+            explained_variance=explained_variance(self.return_var, self.residual_var),
             learning_rate=learning_rate,
             policy_lag_mean=float(lags.mean()),
             policy_lag_p50=float(np.percentile(lags, 50)),

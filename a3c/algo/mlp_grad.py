@@ -54,12 +54,11 @@ class MlpGradient:
         d_values = (2.0 * value_coef / n) * (v - ret)[:, None]  # [N, 1]
         self.mlp.backward(cache, d_logits, d_values)
 
-        var = float(ret.var())
-        explained = float("nan") if var == 0.0 else 1.0 - float((ret - v).var()) / var
         return LossTerms(
             total=policy_loss + value_coef * value_loss - entropy_coef * entropy,
             policy=policy_loss,
             value=value_loss,
             entropy=entropy,
-            explained_variance=explained,
+            return_var=float(ret.var()),
+            residual_var=float((ret - v).var()),
         )
