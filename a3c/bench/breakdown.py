@@ -1,7 +1,8 @@
 """Where one worker's time goes, in µs per env step: each part of ``Learner.update`` timed in this process.
 
-The learner is the one a worker runs (default CartPole preset, one worker, no other process); the parts are
-timed by wrapping its collaborators for the duration of the measurement only.
+The learner is the one a worker runs (an env's preset, CartPole's by default, one worker, no other process);
+the parts are timed by wrapping its collaborators for the duration of the measurement only. On the autograd
+path (conv nets, continuous actions) "loss and gradient" is the loss's forward, backward and clip together.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ def breakdown(env_id: str = "CartPole-v1", seconds: float = 5.0, warmup_updates:
             stack.enter_context(
                 mock.patch.object(grad, "loss_and_grad", _timed(grad.loss_and_grad, totals, "loss"))
             )
+        else:  # autograd: the loss's forward, then its backward and clip
+            for name in ("segment_loss", "compute_gradients"):
+                timed = _timed(getattr(learner_module, name), totals, "loss")
+                stack.enter_context(mock.patch.object(learner_module, name, timed))
         stack.enter_context(mock.patch.object(optimizer, "step", _timed(optimizer.step, totals, "step")))
         for name, key in (("clip_flat_grad", "clip"), ("pull_weights", "pull")):
             stack.enter_context(
@@ -95,4 +100,6 @@ def breakdown(env_id: str = "CartPole-v1", seconds: float = 5.0, warmup_updates:
 
 
 if __name__ == "__main__":  # the harness runs it as its own process, with a worker's one-thread settings
-    print(json.dumps(breakdown(seconds=float(sys.argv[1]) if len(sys.argv) > 1 else 5.0)))
+    # python -m a3c.bench.breakdown [SECONDS [ENV_ID]], e.g. 60 ALE/Pong-v5
+    args = sys.argv[1:]
+    print(json.dumps(breakdown(*args[1:2], seconds=float(args[0]) if args else 5.0)))
