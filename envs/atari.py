@@ -241,7 +241,7 @@ def make_atari(env_id: str, training: bool, frame_stack: int = 1, **kwargs: Any)
             f"{env_id!r} needs ale_py, which is not installed: pip install -e '.[atari]'", name="ale_py"
         )
     # The base env's own observation is thrown away (AtariPreprocessing reads the screen itself); grayscale
-    # is the cheapest one ale-py makes (no RGB frame per emulator frame). Videos render RGB regardless.
+    # is the cheapest one AtariPreprocessing takes (no RGB frame per emulator frame). Videos render RGB.
     env = gym.make(env_id, frameskip=1, **{"obs_type": "grayscale", **kwargs})
     env = AtariPreprocessing(
         env,
