@@ -32,8 +32,8 @@ SATURATED_NATS = -20.0
 # A critic whose explained variance has a median ≤ DEAD_CRITIC_EV over the last DEAD_CRITIC_WINDOW env steps,
 # once the run has taken DEAD_CRITIC_STEPS, predicts the returns no better than their mean. Not exactly 0:
 # an untrained critic measured 0.0001-0.0035 (CartPole, value_coef 0); a dead one on Pong -0.0009-0.0003.
-# Not before 400k steps: a live Pong critic (the preset's 80-step updates) was still at 0.011-0.078 per 40k
-# steps up to 200k (where the check first fired, falsely), 0.26 at 240k and 0.73 by 400k.
+# Not before 400k steps: a live Pong critic (the preset's 80-step updates) was still at or below 0.078 per 40k
+# steps up to 200k (where the check first fired, falsely), 0.26 at 240k and 0.72 by 400k.
 DEAD_CRITIC_EV = 0.02
 DEAD_CRITIC_STEPS = 400_000
 DEAD_CRITIC_WINDOW = 100_000
