@@ -61,8 +61,8 @@ def a2c_loss(
         policy=pg.item(),
         value=vl.item(),
         entropy=ent.item(),
-        return_var=float(returns.detach().var(unbiased=False)),
-        residual_var=float((returns - values).detach().var(unbiased=False)),
+        return_var=float(returns.var(unbiased=False)),  # the targets carry no gradient
+        residual_var=float((returns - values.detach()).var(unbiased=False)),
     )
 
 

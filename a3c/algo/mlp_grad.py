@@ -50,8 +50,9 @@ class MlpGradient:
         adv, ret, v = advantages.reshape(n), returns.reshape(n), values[:n]
         actions = seg.actions.reshape(n, *seg.actions.shape[2:])
         policy_loss, entropy, d_logits = policy_terms(self.dist, logits, actions, adv, entropy_coef)
-        value_loss = float(np.mean((v - ret) ** 2))
-        d_values = (2.0 * value_coef / n) * (v - ret)[:, None]  # [N, 1]
+        error = v - ret  # [N], the critic's residual (negated): its loss, gradient and variance
+        value_loss = float(np.mean(error**2))
+        d_values = (2.0 * value_coef / n) * error[:, None]  # [N, 1]
         self.mlp.backward(cache, d_logits, d_values)
 
         return LossTerms(
@@ -60,5 +61,5 @@ class MlpGradient:
             value=value_loss,
             entropy=entropy,
             return_var=float(ret.var()),
-            residual_var=float((ret - v).var()),
+            residual_var=float(error.var()),
         )
