@@ -93,10 +93,14 @@ def breakdown(env_id: str = "CartPole-v1", seconds: float = 5.0, warmup_updates:
     }
     parts["other_us"] = parts["total_us"] - sum(v for k, v in parts.items() if k != "total_us")
     parts["steps_per_s"] = steps / elapsed
-    parts["config"] = {
-        k: getattr(config, k) for k in ("envs_per_worker", "t_max", "hidden_sizes", "numpy_grad")
-    }
+    parts["config"] = config_summary(config)
     return parts
+
+
+def config_summary(config: Any) -> dict[str, Any]:
+    """The settings that shape a breakdown's figures: the batch, and the fields of the network it times."""
+    network = ("hidden_sizes", "numpy_grad") if config.model == "mlp" else ("lstm_size", "frame_stack")
+    return {k: getattr(config, k) for k in ("model", "envs_per_worker", "t_max", *network)}
 
 
 if __name__ == "__main__":  # the harness runs it as its own process, with a worker's one-thread settings

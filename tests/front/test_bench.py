@@ -115,3 +115,16 @@ def test_breakdown_parts_add_up(monkeypatch):
     # The timed parts cover most of an update and never more than all of it (no part counted twice).
     assert 0.7 * wall_us <= sum(parts[k] for k in named) <= 1.02 * wall_us, (parts, wall_us)
     assert parts["env_step_us"] > 0 and parts["loss_and_gradient_us"] > 0
+
+
+def test_breakdown_names_the_network_it_timed():
+    # A conv net's breakdown lists its LSTM and frame stack, not the MLP's widths it does not have.
+    from a3c.bench.breakdown import config_summary
+    from a3c.core.config import Config
+
+    conv = config_summary(
+        Config(env_id="ALE/Pong-v5", model="cnn", lstm_size=256, envs_per_worker=8, t_max=10)
+    )
+    assert conv == {"model": "cnn", "envs_per_worker": 8, "t_max": 10, "lstm_size": 256, "frame_stack": 1}
+    mlp = config_summary(Config(env_id="CartPole-v1"))
+    assert mlp["model"] == "mlp" and "hidden_sizes" in mlp and "lstm_size" not in mlp
