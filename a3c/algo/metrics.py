@@ -29,9 +29,10 @@ class MetricsWindow:
     alone can reach −10⁴ and swamp the mean; pooled, it weighs as little as its variance.
     """
 
-    def __init__(self, worker: int, every_s: float = METRICS_EVERY_S):
+    def __init__(self, worker: int, every_s: float = METRICS_EVERY_S, every_steps: int | None = None):
         self.worker = worker
         self.every_s = every_s
+        self.every_steps = every_steps
         self._reset(time.monotonic())
 
     def _reset(self, now: float) -> None:
@@ -58,7 +59,10 @@ class MetricsWindow:
         self.lags.append(result.policy_lag)
 
     def due(self) -> bool:
-        """Whether the window has run ``every_s`` seconds (time for a ``record``)."""
+        """Whether it is time for a ``record``: the window holds ``every_steps`` of the worker's steps when
+        that is set (the same rows on any machine), else it has run ``every_s`` seconds."""
+        if self.every_steps is not None:
+            return self.steps >= self.every_steps
         return time.monotonic() - self.started >= self.every_s
 
     def record(self, wall_time: float, global_step: int, learning_rate: float) -> MetricsRecord:

@@ -14,7 +14,7 @@ from a3c.algo.learner import Learner
 from a3c.algo.metrics import MetricsWindow
 from a3c.algo.optim import non_finite_counts
 from a3c.runtime.bundle import SharedState
-from a3c.runtime.evaluator import Evaluator
+from a3c.runtime.evaluator import EvalSchedule, Evaluator
 from a3c.runtime.worker import run_learner
 
 
@@ -48,19 +48,19 @@ class SerialBackend:
             None if obs is None else obs.writer(0),
             None if rewards is None else rewards.writer(0),
         )
-        self.window = MetricsWindow(0)
+        self.window = MetricsWindow(0, every_steps=cfg.metrics_interval_steps)
         self.evaluator = Evaluator(shared, seeds[1], best_mean)
         self.interrupted = interrupted
-        self.next_eval = time.monotonic() + cfg.eval_interval
+        self.schedule = EvalSchedule(cfg, shared.counters.total_steps)
 
     def poll(self, timeout: float) -> list[Any]:
         """One update (``timeout`` is not needed: an update is short), and an evaluation when one is due."""
         s = self.shared
         records: list[Any] = []
         run_learner(0, self.learner, s, records.append, self.window, 1)
-        if time.monotonic() >= self.next_eval:
+        if self.schedule.due(s.counters.total_steps):
             records += self._evaluate()
-            self.next_eval = time.monotonic() + s.config.eval_interval
+            self.schedule.done(s.counters.total_steps)
         return records
 
     def _evaluate(self) -> list[Any]:

@@ -169,6 +169,20 @@ class Config:
             "shown_default": PRESET_ELSE,
         },
     )
+    eval_interval_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "evaluate every this many global steps instead of by time (none: by eval_interval); a "
+            "seeded --serial run then evaluates at the same steps on any machine"
+        },
+    )
+    metrics_interval_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "a metrics row every this many of a worker's steps instead of about once a second (none: "
+            "by time); a seeded --serial run then writes the same rows on any machine"
+        },
+    )
     eval_cpu_share: float = field(
         default=0.05,
         metadata={"help": "at most this share of the evaluator's time is spent evaluating, in (0, 1]"},
@@ -277,6 +291,16 @@ class Config:
             ),
             ("target_return", self.target_return is None or finite(self.target_return), "a finite number"),
             ("eval_interval", self.eval_interval > 0 and finite(self.eval_interval), "a finite number > 0"),
+            (
+                "eval_interval_steps",
+                self.eval_interval_steps is None or self.eval_interval_steps >= 1,
+                "an integer >= 1, or none (evaluations by time)",
+            ),
+            (
+                "metrics_interval_steps",
+                self.metrics_interval_steps is None or self.metrics_interval_steps >= 1,
+                "an integer >= 1, or none (a row about once a second)",
+            ),
             ("eval_cpu_share", 0 < self.eval_cpu_share <= 1, "a number in (0, 1]"),
             ("eval_episodes", self.eval_episodes >= 1, "an integer >= 1"),
             ("confirm_episodes", self.confirm_episodes >= 0, "an integer >= 0"),
@@ -310,6 +334,11 @@ class Config:
         for name, ok, allowed in checks:
             if not ok:
                 raise BadInput(f"{name}: {getattr(self, name)!r} is not allowed; expected {allowed}")
+        if self.eval_interval_steps is not None and self.backend == "ray":
+            raise BadInput(
+                f"eval_interval_steps: {self.eval_interval_steps!r} is not allowed with backend ray; expected "
+                "none there (the Ray driver evaluates by time: eval_interval)"
+            )
         if self.lr_schedule == "linear" and self.max_steps is None:
             raise BadInput("lr_schedule: 'linear' needs max_steps (the decay ends there); set --max-steps")
         return self

@@ -195,6 +195,29 @@ class Evaluator:
         self.log.close()
 
 
+class EvalSchedule:
+    """When the next evaluation is due: every ``eval_interval_steps`` global steps when that is set (a seeded
+    serial run then evaluates at the same steps on any machine), else ``eval_interval`` s after the last."""
+
+    def __init__(self, config: Config, global_step: int):
+        self.config = config
+        self.done(global_step, waited_s=config.eval_interval)
+
+    def due(self, global_step: int) -> bool:
+        """Whether an evaluation is due at ``global_step`` (by steps) or now (by time)."""
+        if self.config.eval_interval_steps is not None:
+            return global_step >= self.next_step
+        return time.monotonic() >= self.next_time
+
+    def done(self, global_step: int, waited_s: float | None = None) -> None:
+        """An evaluation ended at ``global_step``: the next one comes at the next multiple of the step
+        interval, or ``waited_s`` s from now (default ``eval_interval``)."""
+        every = self.config.eval_interval_steps
+        if every is not None:
+            self.next_step = (global_step // every + 1) * every
+        self.next_time = time.monotonic() + (self.config.eval_interval if waited_s is None else waited_s)
+
+
 def next_wait(eval_cpu_s: float, config: Config) -> float:
     """Seconds to wait after an evaluation that used ``eval_cpu_s`` of CPU: at least ``eval_interval``, and
     long enough that the evaluator uses at most ``eval_cpu_share`` of a core. Cheap evaluations (a fast env,
@@ -216,15 +239,15 @@ def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: 
         evaluator = Evaluator(shared, seed, best_mean)
         guard.cleanups.append(evaluator.close)
         cut_short = lambda: guard.should_exit() or stop.is_set()  # noqa: E731
-        next_eval = time.monotonic() + config.eval_interval
+        schedule = EvalSchedule(config, shared.counters.total_steps)
         while not cut_short():
-            remaining = next_eval - time.monotonic()
-            if remaining > 0:
-                time.sleep(min(StopSignal.POLL_S, remaining))  # an idle evaluator costs the workers nothing
+            if not schedule.due(shared.counters.total_steps):
+                time.sleep(StopSignal.POLL_S)  # an idle evaluator costs the workers nothing
                 continue
             cpu_before = time.process_time()
             record = evaluator.evaluate(cut_short)
-            next_eval = time.monotonic() + next_wait(time.process_time() - cpu_before, config)
+            waited = next_wait(time.process_time() - cpu_before, config)
+            schedule.done(shared.counters.total_steps, waited)
             if record is not None:
                 conn.send(record)
                 if record.solved:

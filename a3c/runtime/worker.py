@@ -79,7 +79,7 @@ def worker_main(worker_id: int, shared: SharedState, conn: Connection, seed: int
             None if rewards is None else rewards.writer(worker_id),
         )
         guard.cleanups.append(learner.close)
-        window = MetricsWindow(worker_id)
+        window = MetricsWindow(worker_id, every_steps=shared.config.metrics_interval_steps)
         run_learner(worker_id, learner, shared, conn.send, window, should_exit=guard.should_exit)
 
     run_child(f"worker {worker_id}", shared.heartbeats, worker_id, conn, body)

@@ -217,7 +217,7 @@ class RayWorker:
             lambda: (self.updates_seen, self.global_step),
             *self.stats.writers(worker),
         )
-        self.window = MetricsWindow(worker)
+        self.window = MetricsWindow(worker, every_steps=cfg.metrics_interval_steps)
 
     def run(self) -> list[EpisodeRecord | MetricsRecord]:
         """Update until the server says stop; returns the records no push carried (the last metrics).
