@@ -12,7 +12,7 @@ WORKERS ?=
 RUN ?=
 ARGS ?=
 
-.PHONY: train evaluate test test-fast lint clean install notebook bench bench-suite bench-atari
+.PHONY: train evaluate test test-fast test-learning lint clean install notebook bench bench-suite bench-atari
 
 install: $(STAMP)
 
@@ -28,11 +28,18 @@ evaluate: $(STAMP)
 	@test -n "$(RUN)" || { echo "error: RUN: missing; usage: make evaluate RUN=runs/<env>/<run> [ARGS=...]" >&2; exit 2; }
 	$(BIN)/a3c evaluate $(RUN) $(ARGS)
 
+# As CI runs it (.ci/run): every extra installed, so a test of one that is missing fails instead of skipping;
+# the 25 slowest tests listed at the end.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	A3C_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest --durations=25
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"
+
+# Multi-process learning curves (Hogwild, Ray) against the clock, each over seeds, with a pass rate per check
+# (docs/testing.md: when to run it). CI does not run it.
+test-learning: $(STAMP)
+	A3C_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest tests/learning --learning -p no:cacheprovider
 
 # Ours vs Stable-Baselines3 A2C on CartPole-v1 (about 10 minutes on 2 cores): a markdown table on stdout,
 # JSON under bench/results/. The dev install already holds the `bench` extra (stable-baselines3).

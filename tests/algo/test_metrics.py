@@ -34,3 +34,14 @@ def test_no_varying_returns_give_nan_and_a_new_window_starts_empty():
     assert math.isnan(window.record(1.0, 160, 1e-3).explained_variance)
     window.add(update(return_var=2.0, residual_var=0.5))
     assert window.record(2.0, 240, 1e-3).explained_variance == pytest.approx(0.75)
+
+
+def test_a_window_by_steps_is_due_once_it_holds_that_many_steps_whatever_the_clock():
+    window = MetricsWindow(0, every_s=0.0, every_steps=200)  # by time it would always be due
+    assert not window.due()
+    window.add(update(return_var=1.0, residual_var=0.5))  # 80 steps
+    window.add(update(return_var=1.0, residual_var=0.5))  # 160
+    assert not window.due()
+    window.add(update(return_var=1.0, residual_var=0.5))  # 240
+    assert window.due()
+    assert window.record(1.0, 240, 1e-3).updates == 3 and not window.due()  # a new, empty window

@@ -118,6 +118,8 @@ def test_defaults_validate():
         ("hidden_sizes", (64, 0)),
         ("max_steps", 0),
         ("eval_episodes", 0),
+        ("eval_interval_steps", 0),
+        ("metrics_interval_steps", -5),
     ],
 )
 def test_validate_rejects_with_field_and_value(field, value):
@@ -126,6 +128,11 @@ def test_validate_rejects_with_field_and_value(field, value):
     message = str(excinfo.value)
     assert message.startswith(f"{field}:")
     assert repr(value) in message
+
+
+def test_evaluations_by_steps_are_refused_on_ray_which_evaluates_by_time():
+    with pytest.raises(BadInput, match=r"^eval_interval_steps: 5000 is not allowed with backend ray"):
+        Config(env_id="CartPole-v1", backend="ray", eval_interval_steps=5000).validate()
 
 
 def test_to_dict_round_trip():

@@ -8,7 +8,6 @@ import hashlib
 import os
 import shutil
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -74,24 +73,30 @@ def digest(folder: Path) -> dict[str, str]:
     }
 
 
-def test_sigkilled_worker_is_restarted_and_the_run_reaches_its_target(run_dir, token):
-    proc = start_cartpole(run_dir, token, extra="")
+def test_sigkilled_worker_is_restarted_and_trains_on(run_dir, token):
+    # Events, not a race: worker 0 is killed, a new worker 0 process appears and logs episodes of its own,
+    # then a Ctrl-C ends the run. (That such a run still solves is tests/learning's check.)
+    proc = start_cartpole(run_dir, token)
     try:
         (victim,) = comm_pids("a3c-worker-0") & processes_with_token(token)
         steps_before = max(int(r["global_step"]) for r in rows(run_dir / "episodes.csv"))
         os.kill(victim, signal.SIGKILL)
-        out, err = proc.communicate(timeout=240)
+        wait_until(proc, lambda: comm_pids("a3c-worker-0") & processes_with_token(token) - {victim}, 60)
+        restarted_rows = lambda: [  # noqa: E731
+            r
+            for r in rows(run_dir / "episodes.csv")
+            if r["worker"] == "0" and int(r["global_step"]) > steps_before
+        ]
+        wait_until(proc, lambda: len(restarted_rows()) >= 5, timeout=120)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
     finally:
         end(proc)
-    assert proc.returncode == 0, err
-    assert "worker 0 crashed" in err and "restarting" in err
+    assert proc.returncode == 130, err
+    assert err.count("worker 0 crashed") == 1 and "restarting" in err, err
     summary = read_json(run_dir / "summary.json")
-    assert summary["solved"] is True and summary["restarts"] >= 1
+    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, summary
     assert summary["total_steps"] > steps_before
-    workers = {
-        int(r["worker"]) for r in rows(run_dir / "episodes.csv") if int(r["global_step"]) > steps_before
-    }
-    assert 0 in workers  # the restarted worker 0 trained on
 
 
 def test_worker_that_always_raises_ends_the_run_after_its_restart_budget(run_dir, token):
@@ -113,9 +118,8 @@ def test_killed_trainer_leaves_no_child_and_resume_continues_exactly(run_dir, to
         wait_until(proc, lambda: len(list((run_dir / "checkpoints").glob("step-*.pt"))) >= 2, timeout=60)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        started = time.monotonic()
-        assert not left_behind(token, timeout=5.0), "children outlived the SIGKILLed trainer by 5 s"
-        assert time.monotonic() - started <= 5.0
+        # Each child sees its parent gone at its next heartbeat (milliseconds); 30 s is only a cap.
+        assert not left_behind(token, timeout=30.0), "children outlived the SIGKILLed trainer"
     finally:
         end(proc)
     checkpoint = load_resume_checkpoint(run_dir)
@@ -281,13 +285,15 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys
     import a3c.run.rundir
 
     run_dir = tmp_path / "run"
-    trainer = serial_trainer(run_dir, checkpoint_interval=0.05, max_steps=3000)
+    # A checkpoint at every tick (the interval is tiny), so the first save is last.pt after the first update,
+    # on any machine; every later save fails.
+    trainer = serial_trainer(run_dir, checkpoint_interval=1e-6, max_steps=3000)
     real_save = torch.save
     calls = {"n": 0}
 
     def save_then_fail(obj, f, *args, **kwargs):
         calls["n"] += 1
-        if calls["n"] > 2:  # the first checkpoints succeed, then the disk is full mid-write
+        if calls["n"] > 1:  # the first checkpoint succeeds, then the disk is full mid-write
             f.write(b"partial")
             raise OSError(28, "No space left on device")
         return real_save(obj, f, *args, **kwargs)
@@ -303,13 +309,15 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys
 
 
 def test_a_hung_worker_is_found_by_its_missing_heartbeat(run_dir, token):
-    args = "train --env tests.testing_envs:Hanging-v0 --workers 2 --eval-interval 600 --hang-timeout 3"
+    # Both workers hang for good, so the timeout only sets how long the test waits; 6 s, not less, so that the
+    # idle evaluator (a heartbeat every 50 ms) is never taken for hung on a loaded machine.
+    args = "train --env tests.testing_envs:Hanging-v0 --workers 2 --eval-interval 600 --hang-timeout 6"
     result = run_a3c(
         *args.split(), "--set", "max_restarts=0", "--run-dir", str(run_dir), timeout=120, token=token
     )
     err = result.stderr
     assert result.returncode == 1, err
-    assert "sent no heartbeat for 3 s and was killed" in err
+    assert "sent no heartbeat for 6 s and was killed" in err
     assert read_json(run_dir / "summary.json")["exit_reason"].startswith("failed: worker")
 
 

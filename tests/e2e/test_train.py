@@ -7,7 +7,6 @@ import json
 import os
 import re
 import signal
-import time
 
 import pytest
 import torch
@@ -19,11 +18,13 @@ from tests.conftest import (
     data_rows,
     end,
     left_behind,
+    popen_a3c,
     read_json,
     run_a3c,
     run_serial_fixed_length,
     spawned_children,
     start_cartpole,
+    wait_until,
 )
 
 SUMMARY_KEYS = {
@@ -81,44 +82,65 @@ def test_csv_headers_and_summary_keys_are_the_documented_ones(tmp_path):
     assert set(read_json(run_dir / "summary.json")) >= set(docs["summary.json"])
 
 
+def workers_with_episodes(run_dir) -> set[int]:
+    """The worker ids with a row in episodes.csv so far (none before the file exists)."""
+    try:
+        with (run_dir / "episodes.csv").open() as f:
+            return {int(row["worker"]) for row in csv.DictReader(f) if row.get("length")}
+    except OSError:
+        return set()
+
+
+def stop_when(proc, condition, timeout: float = 120) -> tuple[str, str]:
+    """Wait for ``condition`` (under ``timeout``), then Ctrl-C the run; its (stdout, stderr) once it exits."""
+    try:
+        wait_until(proc, condition, timeout=timeout)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        end(proc)
+    assert proc.returncode == 130, err
+    return out, err
+
+
 @pytest.mark.slow
-def test_cartpole_solves_with_two_spawned_workers(run_dir, token):
-    # The one wall-clock budget in the suite: a generous "does it learn at all" limit.
-    args = "train --env CartPole-v1 --workers 2 --seed 0 --max-seconds 240 --quiet"
-    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=400, token=token)
-    assert result.returncode == 0, result.stderr
+def test_two_spawned_workers_train_and_leave_the_documented_run_dir(run_dir, token):
+    # Events, not a race: the run trains until both workers logged episodes and the evaluator an evaluation,
+    # then a Ctrl-C ends it. Whether Hogwild CartPole solves in time is tests/learning's question; that the
+    # learner learns is the seeded serial run's (tests/e2e/test_deterministic.py).
+    proc = start_cartpole(run_dir, token, "--seed 0 --target-return 1e9")
+    stop_when(proc, lambda: workers_with_episodes(run_dir) == {0, 1} and data_rows(run_dir / "eval.csv") >= 1)
     summary = read_json(run_dir / "summary.json")
-    assert set(summary) >= SUMMARY_KEYS
-    assert summary["solved"] is True and summary["exit_reason"] == "solved"
-    assert summary["best_mean_return"] >= 475
-    assert summary["steps_to_solve"] <= summary["total_steps"]
+    assert set(summary) >= SUMMARY_KEYS and summary["exit_reason"] == "SIGINT" and not summary["solved"]
+    assert summary["total_steps"] > 0 and summary["episodes"] == data_rows(run_dir / "episodes.csv")
     config = read_json(run_dir / "config.json")
     assert config["env_id"] == "CartPole-v1" and config["workers"] == 2 and config["seed"] == 0
     assert {"python", "torch", "gymnasium", "a3c"} <= set(config["versions"])
     assert header(run_dir / "eval.csv") == EVAL_COLUMNS
     assert header(run_dir / "episodes.csv") == EPISODE_COLUMNS
-    assert data_rows(run_dir / "eval.csv") >= 1 and data_rows(run_dir / "episodes.csv") >= 1
-    with (run_dir / "episodes.csv").open() as f:
-        workers = {int(row["worker"]) for row in csv.DictReader(f)}
-    assert workers == {0, 1}
+    assert workers_with_episodes(run_dir) == {0, 1}
     assert (run_dir / "checkpoints" / "best.pt").is_file() and (run_dir / "checkpoints" / "last.pt").is_file()
 
-    evaluation = run_a3c("evaluate", str(run_dir / "checkpoints" / "best.pt"), "--episodes", "100", "--json")
+    evaluation = run_a3c("evaluate", str(run_dir / "checkpoints" / "best.pt"), "--episodes", "7", "--json")
     assert evaluation.returncode == 0, evaluation.stderr
     report = json.loads(evaluation.stdout)
-    assert report["episodes"] == 100 and report["mean_return"] >= 475, report
+    assert report["episodes"] == 7 and report["env_id"] == "CartPole-v1", report
+    assert report["min_return"] <= report["mean_return"] <= report["max_return"] <= 500, report
 
 
 @pytest.mark.slow
 def test_step_count_is_exact_with_two_spawned_workers(run_dir, token):
     # FixedLength-v0 truncates every episode after exactly 10 steps and t_max = 10, so every segment ends on
-    # an episode boundary: the steps in episodes.csv must add up to the shared counters' total exactly.
+    # an episode boundary: the steps in episodes.csv must add up to the shared counters' total exactly, at
+    # whatever moment the run stops. It stops once both workers have logged episodes (events, not a race).
     args = "train --env tests.testing_envs:FixedLength-v0 --workers 2 --envs-per-worker 2 --set t_max=10"
-    args += " --max-steps 20000 --target-return 1000 --quiet"
-    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=300, token=token)
-    assert result.returncode == 0, result.stderr
+    args += " --target-return 1000 --max-seconds 600 --quiet"
+    proc = popen_a3c(*args.split(), "--run-dir", str(run_dir), token=token)
+    stop_when(
+        proc, lambda: workers_with_episodes(run_dir) == {0, 1} and data_rows(run_dir / "episodes.csv") >= 400
+    )
     summary = read_json(run_dir / "summary.json")
-    assert summary["exit_reason"] == "max_steps" and summary["total_steps"] >= 20000
+    assert summary["exit_reason"] == "SIGINT" and summary["total_steps"] > 0
     with (run_dir / "episodes.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert sum(int(r["length"]) for r in rows) == summary["total_steps"]
@@ -134,18 +156,15 @@ def test_step_count_is_exact_with_two_spawned_workers(run_dir, token):
     [(signal.SIGINT, True, 130), (signal.SIGTERM, False, 143), (signal.SIGTERM, True, 143)],
     ids=["ctrl-c-to-group", "sigterm-to-trainer", "sigterm-to-group"],
 )
-def test_signal_stops_within_5_s_and_leaves_no_child(run_dir, token, signum, to_group, code):
+def test_signal_stops_the_run_and_leaves_no_child(run_dir, token, signum, to_group, code):
     # SIGINT to the whole process group is a terminal's Ctrl-C; SIGTERM to the group is `timeout` or a
-    # batch scheduler; SIGTERM to the trainer alone is `kill PID`.
+    # batch scheduler; SIGTERM to the trainer alone is `kill PID`. The run acts within a tick (about 0.1 s);
+    # the 60 s wait is only a cap, so that a loaded machine cannot fail the test.
     proc = start_cartpole(run_dir, token)
     try:
         children = spawned_children(proc.pid)
-        started = time.monotonic()
         os.killpg(proc.pid, signum) if to_group else proc.send_signal(signum)
-        returncode = proc.wait(timeout=15)
-        elapsed = time.monotonic() - started
-        assert returncode == code, proc.stderr.read()
-        assert elapsed <= 5.0
+        assert proc.wait(timeout=60) == code, proc.stderr.read()
     finally:
         end(proc)
     assert not alive(children) and not left_behind(token)

@@ -111,3 +111,17 @@ def test_a_best_pt_counts_as_solved_only_when_judged_over_the_confirmation(tmp_p
     assert record.solved and record.best_mean_return == pytest.approx(183.0)
     assert best_mark(tmp_path) == 2.0
     assert load_checkpoint(tmp_path / "checkpoints" / "best.pt")["episodes"] == 110
+
+
+def test_evaluations_by_steps_come_at_each_multiple_of_the_interval_whatever_the_clock():
+    from a3c.runtime.evaluator import EvalSchedule
+
+    config = Config(env_id="CartPole-v1", eval_interval=1e9, eval_interval_steps=1000)  # by time: never
+    schedule = EvalSchedule(config, global_step=0)
+    assert [step for step in (0, 999, 1000) if schedule.due(step)] == [1000]
+    schedule.done(1040)  # the evaluation ran when the counters read 1040: the next is due at 2000
+    assert not schedule.due(1999) and schedule.due(2000)
+    resumed = EvalSchedule(config, global_step=5500)  # a resumed run: the next multiple after its steps
+    assert not resumed.due(5999) and resumed.due(6000)
+    by_time = EvalSchedule(Config(env_id="CartPole-v1", eval_interval=1e9), global_step=0)
+    assert not by_time.due(10**9)  # without a step interval, steps do not matter
