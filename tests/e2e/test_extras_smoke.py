@@ -1,7 +1,8 @@
 """Smoke runs of the optional env families: Atari (conv net + LSTM, and the frame-stack conv net) and MuJoCo
 (Gaussian policy, shared observation statistics), each on the local and the Ray backend.
 
-Each trains a few hundred steps with 2 workers, writes a checkpoint, and ``a3c evaluate`` plays it.
+Each trains a few hundred steps with 2 workers, writes a checkpoint, and ``a3c evaluate`` plays it. The Ray
+runs join one loopback head, started once for the module.
 ``make test`` installs both extras (they are in ``dev``); without one, its test is skipped and says why (it
 fails under CI's A3C_REQUIRE_EXTRAS=1).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import csv
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from a3c.algo.learner import build_model
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from tests.conftest import read_json, require_extra, run_a3c
+from tests.ray_head import RayHead, join_head, start_ray_head
 
 pytestmark = pytest.mark.slow
 
@@ -41,13 +43,35 @@ def needs(module: str, extra: str) -> Callable[[Callable], Callable]:
 BACKENDS = pytest.mark.parametrize("backend", ["local", "ray"])
 
 
+@pytest.fixture(scope="module")
+def ray_head() -> Iterator[RayHead | None]:
+    """One loopback Ray head for the module's Ray runs (tests/ray_head.py); None where the ray extra is not
+    installed (its tests then skip, or fail under A3C_REQUIRE_EXTRAS, through ``require_extra``)."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        yield None
+        return
+    yield from start_ray_head()
+
+
+@pytest.fixture
+def backend_args(request, token, monkeypatch, ray_head) -> list[str]:
+    """``--backend`` for the test's ``backend`` parameter (ray where it has none); a Ray run joins the
+    module's head. The head is a module fixture, set up before the test's leak check starts watching."""
+    callspec = getattr(request.node, "callspec", None)
+    backend = callspec.params.get("backend", "ray") if callspec else "ray"
+    if backend != "ray":
+        return ["--backend", backend]
+    require_extra("ray", "ray")
+    return ["--backend", "ray", "--ray-address", join_head(ray_head, monkeypatch, token)]
+
+
 def train_and_evaluate(
-    run_dir, token, env_id: str, steps: int, *sets: str, backend: str = "local"
+    run_dir, token, backend_args: list[str], env_id: str, steps: int, *sets: str
 ) -> tuple[dict, dict]:
-    if backend == "ray":
-        require_extra("ray", "ray")
-    args = ["train", "--env", env_id, "--workers", "2", "--max-steps", str(steps), "--quiet"]
-    args += ["--backend", backend]
+    backend = backend_args[1]
+    args = ["train", "--env", env_id, "--workers", "2", "--max-steps", str(steps), "--quiet", *backend_args]
     for item in sets:
         args += ["--set", item]
     result = run_a3c(*args, "--run-dir", str(run_dir), timeout=300, token=token)
@@ -69,10 +93,8 @@ PONG_FRAME_CAP_STEPS = 27_000
 
 @BACKENDS
 @needs("ale_py", "atari")
-def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token, backend):
-    summary, played = train_and_evaluate(
-        run_dir, token, "ALE/Pong-v5", 400, "eval_episodes=1", backend=backend
-    )
+def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token, backend, backend_args):
+    summary, played = train_and_evaluate(run_dir, token, backend_args, "ALE/Pong-v5", 400, "eval_episodes=1")
     config = read_json(run_dir / "config.json")
     assert config["model"] == "cnn" and config["lstm_size"] == 256  # the preset's A3C-LSTM
 
@@ -107,9 +129,9 @@ def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token, backend)
 
 
 @needs("ale_py", "atari")
-def test_pong_frame_stack_trains_on_ray(run_dir, token):
+def test_pong_frame_stack_trains_on_ray(run_dir, token, backend_args):
     sets = ("eval_episodes=1", "lstm_size=0", "frame_stack=4")
-    summary, played = train_and_evaluate(run_dir, token, "ALE/Pong-v5", 400, *sets, backend="ray")
+    summary, played = train_and_evaluate(run_dir, token, backend_args, "ALE/Pong-v5", 400, *sets)
     assert summary["total_updates"] > 0
     # One whole game, ended by a side reaching 21 points: a whole, non-zero score (no draw in Pong).
     score, length = played["mean_return"], played["mean_length"]
@@ -121,9 +143,9 @@ def test_pong_frame_stack_trains_on_ray(run_dir, token):
 
 @BACKENDS
 @needs("mujoco", "mujoco")
-def test_halfcheetah_gaussian_trains_checkpoints_and_evaluates(run_dir, token, backend):
+def test_halfcheetah_gaussian_trains_checkpoints_and_evaluates(run_dir, token, backend, backend_args):
     summary, played = train_and_evaluate(
-        run_dir, token, "HalfCheetah-v5", 2000, "eval_episodes=1", backend=backend
+        run_dir, token, backend_args, "HalfCheetah-v5", 2000, "eval_episodes=1"
     )
     assert played["mean_length"] == 1000 and played["env_id"] == "HalfCheetah-v5"
     state = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=False)

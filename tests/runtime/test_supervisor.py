@@ -188,12 +188,10 @@ def test_a_child_stopped_mid_record_is_killed_as_hung_and_restarted():
         first = supervisor.children[0].process
         until(lambda: stopped_state(first.pid), 120.0, lambda: first.join(timeout=0.01))
         assert first.is_alive()
-        hung_at = time.monotonic()
         step = lambda: poll_within(supervisor, 0.2, stop, limit=5.0)  # noqa: E731
         until(lambda: len(received) == len(sizes) or supervisor.failure is not None, 120.0, step)
         assert supervisor.failure is None and supervisor.restarts == 1
         assert first.exitcode == -signal.SIGKILL
-        assert time.monotonic() - hung_at < 60.0  # hang_timeout 1 s, then a restart via the forkserver
         # Nothing of the half-written record, all of the restarted child's records, whole.
         assert received == [(1, i, payload(1, i, size)) for i, size in enumerate(sizes)]
     finally:
