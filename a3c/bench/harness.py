@@ -116,6 +116,11 @@ def ours_throughput(
             rows.append((float(wall), int(step), int(updates), float(lag)))
     rows.sort()
     counted = [r for r in rows if r[0] >= rows[0][0] + WARMUP_S]  # Ray's start-up comes before the first row
+    if len(counted) < 2:
+        raise RuntimeError(
+            f"a3c train throughput {name}: {len(counted)} metrics rows after the {WARMUP_S:g} s warm-up, too "
+            "few to time; give it more seconds"
+        )
     (t0, s0, *_), (t1, s1, *_) = counted[0], counted[-1]
     updates = sum(r[2] for r in counted)
     return {

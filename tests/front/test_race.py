@@ -125,11 +125,12 @@ def test_bench_refuses_a_no_preset_peer_for_an_env_without_a_preset(capsys):
 @pytest.mark.slow
 def test_a_small_race_runs_both_sides_and_writes_its_json(tmp_path):
     require_extra("stable_baselines3", "bench")
-    plan = RacePlan(("CartPole-v1",), seeds=1, seconds=20.0, peer_settings="zoo")
+    # What a race reaches in its budget depends on the machine's load: tests/learning checks that ours solves;
+    # here, that both sides ran, were evaluated and were reported.
+    plan = RacePlan(("CartPole-v1",), seeds=1, seconds=8.0, peer_settings="zoo")
     results = run_race(plan, tmp_path / "out", tmp_path, log=lambda msg: None)
     saved = json.loads(Path(results["path"]).read_text())
     for side in ("ours", "sb3"):
         (one,) = saved["envs"]["CartPole-v1"][side]["runs"]
         assert one["steps"] > 0 and one["final_return"] is not None
-    assert saved["envs"]["CartPole-v1"]["ours"]["runs"][0]["solved"]  # 20 s solves CartPole with its preset
-    assert "| CartPole-v1 | sb3 |" in results["markdown"]
+    assert "| CartPole-v1 | ours |" in results["markdown"] and "| CartPole-v1 | sb3 |" in results["markdown"]

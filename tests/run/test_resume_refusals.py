@@ -15,7 +15,8 @@ from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.run.checkpoints import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
 from a3c.run.resume import SHAPE_FIELDS, check_compatible, load_resume_checkpoint
-from tests.conftest import run_a3c, run_serial_fixed_length
+from tests.conftest import run_serial_fixed_length
+from tests.front.test_cli import call
 
 BASE = Config(env_id="CartPole-v1")
 
@@ -131,7 +132,9 @@ def digest(run_dir: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_a_refused_resume_exits_2_with_one_line_and_leaves_the_run_dir_alone(run_dir, token):
+def test_a_refused_resume_exits_2_with_one_line_and_leaves_the_run_dir_alone(run_dir, token, capsys):
+    # The run is a real command; the refusals are the CLI in this process (a command each would only add the
+    # imports, seconds apiece on a loaded machine: the refusal comes before anything starts).
     first = run_serial_fixed_length(run_dir, 200, token)
     assert first.returncode == 0, first.stderr
 
@@ -143,10 +146,11 @@ def test_a_refused_resume_exits_2_with_one_line_and_leaves_the_run_dir_alone(run
     ]
     before = digest(run_dir)
     for extra, expected in refusals:
-        result = run_a3c("train", "--resume", str(run_dir), "--quiet", *extra, timeout=120, token=token)
-        assert result.returncode == 2, (extra, result.stdout, result.stderr)
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith(f"error: {expected} "), result.stderr
+        code = call("train", "--resume", str(run_dir), "--quiet", *extra)
+        out, err = capsys.readouterr()
+        assert code == 2, (extra, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {expected} "), err
         assert digest(run_dir) == before, extra
 
     last = run_dir / "checkpoints" / "last.pt"
@@ -154,9 +158,10 @@ def test_a_refused_resume_exits_2_with_one_line_and_leaves_the_run_dir_alone(run
     data["format_version"] = CHECKPOINT_VERSION + 1
     torch.save(data, last)
     before = digest(run_dir)
-    result = run_a3c("train", "--resume", str(run_dir), "--quiet", timeout=120, token=token)
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
+    code = call("train", "--resume", str(run_dir), "--quiet")
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and "format_version" in lines[0] and lines[0].startswith("error: checkpoint:"), (
         lines
     )
