@@ -336,8 +336,8 @@ class Config:
                 raise BadInput(f"{name}: {getattr(self, name)!r} is not allowed; expected {allowed}")
         if self.eval_interval_steps is not None and self.backend == "ray":
             raise BadInput(
-                f"eval_interval_steps: {self.eval_interval_steps!r} is not allowed with backend ray; expected "
-                "none there (the Ray driver evaluates by time: eval_interval)"
+                f"eval_interval_steps: {self.eval_interval_steps!r} is not allowed with backend ray; "
+                "expected none there (the Ray driver evaluates by time: eval_interval)"
             )
         if self.lr_schedule == "linear" and self.max_steps is None:
             raise BadInput("lr_schedule: 'linear' needs max_steps (the decay ends there); set --max-steps")

@@ -1,161 +1,226 @@
-"""The Ray backend on a real local Ray cluster (started and torn down by each command): it solves CartPole
-with 2 worker actors, survives a killed worker actor (the restarted one trains on), restarts a hung evaluator
-actor, fails cleanly (exit 1, naming it) on a hung parameter server, and its checkpoints resume on the local
-backend and the other way round. Hangs are injected with ``A3C_TEST_HANG`` (ray/actors.py). Each test
-checks that no process of its command (Ray's own included) is left."""
+"""The Ray backend on a real Ray cluster: the module's loopback head (``ray_head``, in
+tests/backends/conftest.py), which every run joins with ``--ray-address`` (the one run that starts its own
+cluster is test_ray_cluster.py's). Two worker actors train and evaluate; a killed worker actor is
+restarted and trains on; a hung evaluator actor is killed and restarted; a hung parameter server fails the
+run (exit 1, naming it); a checkpoint resumes on the local backend and the other way round.
+
+Each test waits for the events it is about (metrics rows of a worker, a restart, an evaluation), then ends
+the run with SIGINT: ``--max-seconds`` is only a cap, for a run that never gets there. Hangs are injected with
+``A3C_TEST_HANG`` (ray/actors.py) into the named actor alone, which the driver holds to the injected hang's
+own short timeout; every healthy actor has ``--hang-timeout`` = the cap, so none is taken for hung however
+loaded the machine. The learning itself (solving CartPole in time) is tests/learning/test_ray_learning.py's.
+Each test checks that no process of its runs, their actors included, is left."""
 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import signal
-import time
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
-    data_rows,
+from tests.conftest import ROOT, a3c_env, data_rows, read_json, run_a3c
+from tests.ray_head import (
+    WAIT_CAP_S,
+    RayHead,
+    actor_processes,
+    assert_no_ray_left,
     end,
-    left_behind,
-    popen_a3c,
-    processes_with_token,
-    read_json,
-    run_a3c,
-    wait_until,
+    join_head,
+    wait_for,
 )
 
 __import__("tests.conftest", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 pytestmark = pytest.mark.slow
 
-RAY_SHUTDOWN_S = 30.0  # Ray's daemons (gcs_server, raylet, ...) exit after the driver's ray.shutdown()
+from a3c.backends.ray.actors import INJECTED_HANG_TIMEOUT_S  # noqa: E402 - after the extra's guard
+
+CAP_S = 600  # --max-seconds and --hang-timeout of a run the test ends itself: caps, never reached
+EXIT_CAP_S = 120  # a run's exit after SIGINT or its failure (its actors are killed, its last sync saved)
 
 
-def assert_no_ray_left(token: str) -> None:
-    assert not left_behind(token, timeout=RAY_SHUTDOWN_S), "Ray processes outlived the command"
+def start_run(tmp_path: Path, token: str, address: str, *args: str) -> subprocess.Popen:
+    """A two-worker CartPole run on the head at ``address`` that does not end by itself (its target is out of
+    reach); stdout and stderr to files, read while it runs."""
+    command = "train --env CartPole-v1 --backend ray --workers 2 --target-return 1e9 --quiet --max-seconds "
+    command += f"{CAP_S} --hang-timeout {CAP_S} --ray-address {address} --run-dir {tmp_path / 'run'}"
+    command = [sys.executable, "-m", "a3c", *command.split(), *args]
+    with open(tmp_path / "stdout.txt", "w") as out, open(tmp_path / "stderr.txt", "w") as err:
+        return subprocess.Popen(command, cwd=ROOT, env=a3c_env(token), stdout=out, stderr=err,
+                                start_new_session=True)  # fmt: skip
 
 
-def test_ray_backend_solves_cartpole_with_two_worker_actors(tmp_path, token):
-    run_dir = tmp_path / "run"
-    result = run_a3c(
-        "train", "--env", "CartPole-v1", "--backend", "ray", "--workers", "2", "--run-dir", str(run_dir),
-        "--quiet", "--max-seconds", "240", timeout=400, token=token,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = read_json(run_dir / "summary.json")
-    assert summary["solved"] and summary["exit_reason"] == "solved"
-    assert summary["best_mean_return"] >= 475.0
-    assert read_json(run_dir / "config.json")["backend"] == "ray"
-    for name in ("episodes.csv", "metrics.csv", "eval.csv", "checkpoints/last.pt", "checkpoints/best.pt"):
-        assert (run_dir / name).exists(), name
-    workers = {line.split(",")[2] for line in (run_dir / "metrics.csv").read_text().splitlines()[1:]}
-    assert workers == {"0", "1"}
-    evaluated = run_a3c("evaluate", str(run_dir), "--episodes", "20", "--json", timeout=120, token=token)
-    assert evaluated.returncode == 0, evaluated.stderr
-    assert '"mean_return"' in evaluated.stdout
-    assert_no_ray_left(token)
+def interrupt(run: subprocess.Popen, err_path: Path) -> None:
+    """SIGINT, as Ctrl-C in a terminal: the run stops its actors, saves and exits with 130."""
+    run.send_signal(signal.SIGINT)
+    assert run.wait(timeout=EXIT_CAP_S) == 130, err_path.read_text()[-3000:]
 
 
-def ray_worker_processes(token: str) -> set[int]:
-    found = set()
-    for pid in processes_with_token(token):
-        try:
-            if b"RayWorker" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.add(pid)
-        except OSError:
-            continue
-    return found
+def metrics_workers(run_dir: Path) -> list[str]:
+    """The worker id of each complete row of metrics.csv so far, in the order the driver wrote them."""
+    try:
+        text = (run_dir / "metrics.csv").read_text()
+    except OSError:
+        return []
+    lines = text.splitlines()[1:] if text.endswith("\n") else text.splitlines()[1:-1]  # not a half row
+    return [line.split(",")[2] for line in lines]
 
 
-def metrics_rows(run_dir: Path) -> list[dict[str, str]]:
-    with open(run_dir / "metrics.csv", newline="") as f:
+def rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
 
-def test_a_killed_worker_actor_is_restarted_and_training_continues(tmp_path, token):
-    run_dir = tmp_path / "run"
-    # 120 s: Ray's start-up alone has taken 40 s on a loaded 2-core machine.
-    proc = popen_a3c(
-        "train", "--env", "CartPole-v1", "--backend", "ray", "--workers", "2", "--target-return", "1e9",
-        "--max-seconds", "120", "--run-dir", str(run_dir), "--quiet", token=token,
-    )  # fmt: skip
+def crashed(err_path: Path) -> list[str]:
+    """The ids of the workers the driver reported crashed, from its stderr."""
+    return re.findall(r"warning: worker (\d+) crashed", err_path.read_text())
+
+
+def test_two_worker_actors_train_and_evaluate_until_interrupted(tmp_path, token, ray_address):
+    run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
+    run = start_run(tmp_path, token, ray_address)
     try:
-        wait_until(proc, lambda: data_rows(run_dir / "metrics.csv") >= 4, timeout=180)
-        workers = ray_worker_processes(token)
-        assert len(workers) == 2, workers
-        os.kill(min(workers), signal.SIGKILL)
-        rows_at_kill = data_rows(run_dir / "metrics.csv")
-        wait_until(proc, lambda: ray_worker_processes(token) - workers, timeout=120)  # a new worker process
-        restarted_at = time.time()  # the killed worker's records from before this are all older
-        wait_until(proc, lambda: data_rows(run_dir / "metrics.csv") >= rows_at_kill + 6, timeout=120)
-        out, err = proc.communicate(timeout=240)
+        both = lambda: set(metrics_workers(run_dir)) == {"0", "1"} and data_rows(run_dir / "eval.csv") >= 1  # noqa: E731
+        wait_for(both, WAIT_CAP_S, "metrics of both workers and an evaluation", run, err)
+        interrupt(run, err)
     finally:
-        end(proc)
-    assert proc.returncode == 0, err[-3000:]
-    summary = read_json(run_dir / "summary.json")
-    assert summary["exit_reason"] == "max_seconds" and summary["restarts"] >= 1
-    # The restarted worker trained: metrics rows of its worker id stamped after its new process existed.
-    crashed = re.findall(r"warning: worker (\d+) crashed", err)
-    assert len(crashed) == 1, err[-3000:]
-    after = restarted_at - summary["start_unix"]
-    rows = [r for r in metrics_rows(run_dir) if r["worker"] == crashed[0] and float(r["wall_time"]) > after]
-    assert len(rows) >= 2 and sum(int(r["updates"]) for r in rows) > 0, (crashed, after, rows)
+        end(run)
+    summary, config = read_json(run_dir / "summary.json"), read_json(run_dir / "config.json")
+    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 0, (summary, err.read_text()[-3000:])
+    assert config["backend"] == "ray" and config["ray_address"] == ray_address and config["workers"] == 2
+    for name in ("episodes.csv", "metrics.csv", "eval.csv", "checkpoints/last.pt", "checkpoints/best.pt"):
+        assert (run_dir / name).exists(), name
+    assert set(metrics_workers(run_dir)) == {"0", "1"}
+    # The evaluator actor played whole CartPole episodes (a reward of 1 a step: return = length).
+    for row in rows(run_dir / "eval.csv"):
+        assert int(row["episodes"]) == config["eval_episodes"], row
+        assert float(row["mean_return"]) == float(row["mean_length"]) >= 1, row
+    evaluated = run_a3c(
+        "evaluate", str(run_dir), "--episodes", "3", "--json", timeout=EXIT_CAP_S, token=token
+    )
+    assert evaluated.returncode == 0, evaluated.stderr
+    report = json.loads(evaluated.stdout)
+    assert report["checkpoint"] == str(run_dir / "checkpoints" / "best.pt") and report["episodes"] == 3, (
+        report
+    )
+    assert report["min_return"] <= report["mean_return"] <= report["max_return"] <= 500, report
+    assert report["mean_return"] == report["mean_length"] >= 1, report
     assert_no_ray_left(token)
 
 
-def test_a_hung_evaluator_actor_is_killed_restarted_and_the_run_goes_on(tmp_path, token, monkeypatch):
-    run_dir = tmp_path / "run"
-    monkeypatch.setenv("A3C_TEST_HANG", "evaluator")  # its first incarnation blocks in play (ray/actors.py)
-    result = run_a3c(
-        "train", "--env", "CartPole-v1", "--backend", "ray", "--workers", "2", "--target-return", "1e9",
-        "--max-seconds", "90", "--set", "hang_timeout=5", "--run-dir", str(run_dir), "--quiet",
-        timeout=300, token=token,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "the evaluator actor hung" in result.stderr and "restarting it (1/3)" in result.stderr
+def test_a_killed_worker_actor_is_restarted_and_trains_on(tmp_path, token, ray_address):
+    run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
+    run = start_run(tmp_path, token, ray_address)
+    try:
+        both = lambda: set(metrics_workers(run_dir)) == {"0", "1"}  # noqa: E731
+        wait_for(both, WAIT_CAP_S, "both workers train", run, err)
+        workers = actor_processes(token, "RayWorker")
+        assert len(workers) == 2, workers
+        killed, survivor = min(workers), max(workers)
+        os.kill(killed, signal.SIGKILL)
+        wait_for(lambda: crashed(err), WAIT_CAP_S, "the driver sees the crash", run, err)
+        assert len(crashed(err)) == 1, err.read_text()[-3000:]  # one crash, one report
+        (lost,) = crashed(err)
+        # A worker process besides the survivor (the new one may even have the killed one's PID).
+        restarted = lambda: actor_processes(token, "RayWorker") - {survivor}  # noqa: E731
+        wait_for(restarted, WAIT_CAP_S, "a new worker process", run, err)
+        # Rows of the lost worker's id written from now on. A push still in flight at the kill may land after
+        # it (a worker has at most two in flight, each with at most one metrics row): three rows hold one of
+        # the restarted worker's at least.
+        since = len(metrics_workers(run_dir))
+        trains = lambda: metrics_workers(run_dir)[since:].count(lost) >= 3  # noqa: E731
+        wait_for(trains, WAIT_CAP_S, "the restarted worker trains", run, err)
+        interrupt(run, err)
+    finally:
+        end(run)
     summary = read_json(run_dir / "summary.json")
-    assert summary["exit_reason"] == "max_seconds" and summary["restarts"] >= 1
-    assert data_rows(run_dir / "eval.csv") >= 1  # the restarted actor evaluated
+    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, (summary, err.read_text()[-3000:])
+    assert crashed(err) == [lost] and "hung" not in err.read_text(), err.read_text()[-3000:]
+    after = [r for r in rows(run_dir / "metrics.csv")[since:] if r["worker"] == lost]
+    assert len(after) >= 3 and sum(int(r["updates"]) for r in after) > 0, after
     assert_no_ray_left(token)
 
 
-def test_a_hung_parameter_server_fails_the_run_naming_it(tmp_path, token, monkeypatch):
+def inject_hang(head: RayHead, monkeypatch: pytest.MonkeyPatch, token: str, actor: str) -> str:
+    """Runs on ``head`` in which ``actor`` hangs (its actors read A3C_TEST_HANG, and so does the driver, which
+    holds that actor alone to INJECTED_HANG_TIMEOUT_S); returns the ``--ray-address``."""
+    monkeypatch.setenv("A3C_TEST_HANG", actor)
+    return join_head(head, monkeypatch, token, A3C_TEST_HANG=actor)
+
+
+def test_a_hung_evaluator_actor_is_killed_restarted_and_the_run_goes_on(
+    tmp_path, token, ray_head, monkeypatch
+):
+    run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
+    run = start_run(tmp_path, token, inject_hang(ray_head, monkeypatch, token, "evaluator"))
+    try:
+        wait_for(
+            lambda: "the evaluator actor hung" in err.read_text(), WAIT_CAP_S, "the hang is seen", run, err
+        )
+        # Its first incarnation hangs in its first play: every evaluation is its restarted one's.
+        evaluated = lambda: data_rows(run_dir / "eval.csv") >= 1  # noqa: E731
+        wait_for(evaluated, WAIT_CAP_S, "the restarted evaluator evaluates", run, err)
+        interrupt(run, err)
+    finally:
+        end(run)
+    stderr = err.read_text()
+    hung = re.findall(
+        r"warning: the evaluator actor hung \(.*\) and was killed; restarting it \((\d)/3\)", stderr
+    )
+    assert hung == ["1"], stderr[-3000:]
+    assert "warning: worker" not in stderr, stderr[-3000:]  # the healthy actors were left alone
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, summary
+    assert rows(run_dir / "eval.csv")
+    assert_no_ray_left(token)
+
+
+def test_a_hung_parameter_server_fails_the_run_naming_it(tmp_path, token, ray_head, monkeypatch):
     from a3c.run.resume import load_resume_checkpoint
 
-    run_dir = tmp_path / "run"
-    monkeypatch.setenv("A3C_TEST_HANG", "server")  # it blocks in drain once a checkpoint holds updates
-    result = run_a3c(
-        "train", "--env", "CartPole-v1", "--backend", "ray", "--workers", "2", "--target-return", "1e9",
-        "--max-seconds", "600", "--set", "hang_timeout=5", "--set", "checkpoint_interval=1",
-        "--run-dir", str(run_dir), "--quiet", timeout=240, token=token,
-    )  # fmt: skip
-    assert result.returncode == 1, result.stderr[-3000:]
-    assert "error: parameter server failed" in result.stderr
-    assert "the parameter server did not answer" in result.stderr and "within 5 s (hung)" in result.stderr
-    assert f"continue with `a3c train --resume {run_dir}`" in result.stderr
+    run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
+    # It hangs in the driver's next call once a checkpoint holds updates (every second here): the run fails.
+    run = start_run(tmp_path, token, inject_hang(ray_head, monkeypatch, token, "server"),
+                    "--set", "checkpoint_interval=1")  # fmt: skip
+    try:
+        code = run.wait(timeout=WAIT_CAP_S + EXIT_CAP_S)
+    finally:
+        end(run)
+    stderr = err.read_text()
+    assert code == 1, stderr[-3000:]
+    assert "error: parameter server failed" in stderr
+    hung = f"the parameter server did not answer drain() within {INJECTED_HANG_TIMEOUT_S:g} s (hung)"
+    assert hung in stderr, stderr[-3000:]
+    assert f"continue with `a3c train --resume {run_dir}`" in stderr
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"] == "failed: parameter server"
-    # last.pt holds the last sync (a checkpoint before the hang): weights and counters of one instant.
+    # last.pt holds the last sync (the checkpoint before the hang): weights and counters of one instant.
     saved = load_resume_checkpoint(run_dir)
-    assert 0 < saved["global_step"] == summary["total_steps"]
-    assert int(saved["worker_steps"].sum()) == saved["global_step"]
+    assert 0 < saved["global_step"] == summary["total_steps"] == int(saved["worker_steps"].sum())
+    assert 0 < saved["updates"] == int(saved["worker_updates"].sum())
     assert_no_ray_left(token)
 
 
 def train(token: str, run_dir: Path, *args: str) -> dict:
-    result = run_a3c("train", *args, "--quiet", timeout=400, token=token)
+    result = run_a3c("train", *args, "--quiet", timeout=CAP_S, token=token)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "starts afresh" not in result.stderr  # no statistics lost at a resume
     return read_json(run_dir / "summary.json")
 
 
 @pytest.mark.parametrize(("first", "then"), [("ray", "local"), ("local", "ray")])
-def test_a_checkpoint_resumes_on_the_other_backend(tmp_path, token, first, then):
+def test_a_checkpoint_resumes_on_the_other_backend(tmp_path, token, ray_address, first, then):
     from a3c.run.resume import load_resume_checkpoint
 
     run_dir = tmp_path / "run"
-    common = ("--target-return", "1e9", "--max-seconds", "300")
+    # Step budgets end both runs; the target, --max-seconds and --hang-timeout are out of reach.
+    common = ("--target-return", "1e9", "--max-seconds", str(CAP_S), "--hang-timeout", str(CAP_S))
+    common += ("--ray-address", ray_address)
     # Pendulum's preset: shared observation statistics and reward scaling, which must cross backends too.
     train(token, run_dir, "--env", "Pendulum-v1", "--backend", first, "--max-steps", "20000",
           "--run-dir", str(run_dir), *common)  # fmt: skip
@@ -168,6 +233,7 @@ def test_a_checkpoint_resumes_on_the_other_backend(tmp_path, token, first, then)
                     "--max-steps", str(before["global_step"] + 20_000), *common)  # fmt: skip
     after = load_resume_checkpoint(run_dir)
     assert after["config"]["backend"] == then and after["resumes"] == 1
+    assert summary["exit_reason"] == "max_steps"
     assert after["global_step"] == summary["total_steps"] >= before["global_step"] + 20_000
     assert after["updates"] > before["updates"]
     step_before = before["optimizer_state"]["state"][0]["step"]

@@ -33,6 +33,7 @@ HANG_VAR = "A3C_TEST_HANG"
 
 
 HANG_S = 3600.0  # the injected hang; the driver must notice it and kill the actor long before
+INJECTED_HANG_TIMEOUT_S = 5.0  # the driver's wait for that actor then (``wait_limit``): not the healthy ones'
 
 
 def injected_hang(actor: str) -> None:
@@ -285,9 +286,12 @@ class RayWorker:
 STARTUP_TIMEOUT_S = 120.0  # an actor's first answer waits for Ray to start its process and import torch
 
 
-def wait_limit(hang_timeout: float, starting: bool) -> float:
+def wait_limit(hang_timeout: float, starting: bool, hanging: str = "") -> float:
     """How long to wait for an actor: ``hang_timeout``, or at least STARTUP_TIMEOUT_S while it may still be
-    starting (before its first answer, or its loop's first seconds)."""
+    starting (before its first answer, or its loop's first seconds); INJECTED_HANG_TIMEOUT_S instead while
+    it is ``hanging`` (its name) where the hang a test injects with ``A3C_TEST_HANG`` blocks."""
+    if hanging and os.environ.get(HANG_VAR) == hanging:
+        hang_timeout = INJECTED_HANG_TIMEOUT_S
     return max(hang_timeout, STARTUP_TIMEOUT_S) if starting else hang_timeout
 
 

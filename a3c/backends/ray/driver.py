@@ -159,7 +159,9 @@ class RayRun:
         if self.server_down:
             # The trainer and the evaluator thread both ask: the one that fails second must say the same.
             raise ActorFailed("parameter server", self.server_failure)
-        timeout = wait_limit(self.config.hang_timeout, starting=not self.server_answered)
+        # tests: a server whose hang a test injects blocks once a checkpoint holds updates (actors.py)
+        hanging = "server" if self.synced_slots[1].any() else ""
+        timeout = wait_limit(self.config.hang_timeout, starting=not self.server_answered, hanging=hanging)
         try:
             result = ray.get(getattr(self.server, method).remote(*args), timeout=timeout)
         except (GetTimeoutError, RayActorError) as exc:
