@@ -11,27 +11,22 @@ from tests.conftest import read_json, run_a3c
 pytestmark = pytest.mark.slow
 
 
-def test_pendulum_learns(run_dir, token):
-    # A generous "does it learn at all" budget: the preset usually reaches -200 in 40-100 s on 2 cores; a
-    # random policy scores about -1200. Hogwild runs differ even with one seed: about one in six did not
-    # reach -200 within 300 s when measured, and one CI run of this test stalled at a best of -406.8 (3.9M
-    # steps). So the bar is -600: well clear of random, and a slow but learning run still passes it.
-    args = [
-        "train",
-        "--env",
-        "Pendulum-v1",
-        "--seed",
-        "0",
-        "--target-return",
-        "-600",
-        "--max-seconds",
-        "300",
-        "--quiet",
-    ]
+def test_pendulum_learns_serially_within_a_step_budget(run_dir, token):
+    # The preset (4 envs x t_max 8, target confirmed on 100 more episodes), one learner, seeded: the run is
+    # bit-reproducible, so it solves at the same step on any machine. The bar is -600: well clear of random
+    # (about -1200; no 10-episode evaluation in the first 100k steps scored above -935, seeds 0-9), as the
+    # preset's -200 takes 200k to over 400k steps serially. Measured (eval every 10k steps, 2026-12-02):
+    # seeds 0-9 solve at -600 at 360k, 200k, 180k, 340k, 220k, 290k, 340k, 220k, 320k, 390k steps (median
+    # 305k); budget 600k, 1.5x the slowest. Seed 2 runs here: it solves at 180k (best -435.8), about 18 s on
+    # a quiet core; seed 0 would take twice that. The preset's 2 Hogwild workers reaching -200 within 300 s
+    # is tests/learning/test_continuous_learning.py's (not in CI).
+    args = ["train", "--env", "Pendulum-v1", "--serial", "--seed", "2", "--target-return", "-600"]
+    args += ["--max-steps", "600000", "--set", "eval_interval_steps=10000", "--max-seconds", "300", "--quiet"]
     result = run_a3c(*args, "--run-dir", str(run_dir), timeout=420, token=token)
     assert result.returncode == 0, result.stderr
     summary = read_json(run_dir / "summary.json")
-    assert summary["solved"] is True and summary["best_mean_return"] >= -600
+    assert summary["solved"] is True and summary["steps_to_solve"] <= 600_000, summary
+    assert summary["best_mean_return"] >= -600, summary
 
 
 def test_obs_stats_are_checkpointed_resumed_and_evaluated(run_dir, token):

@@ -113,26 +113,23 @@ def docs_client() -> str:
     return text.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-# CartPole stops at a return of 150 (its best.pt then scores 165-500 on the 20 episodes: returns that differ
-# from episode to episode); Pendulum trains 20 s, with its preset's observation normalisation and tanh.
-TRAINED = {"CartPole-v1": ["--target-return", "150"], "Pendulum-v1": []}
+# Seeded serial runs with step budgets (bit-reproducible: the same best.pt on any machine). CartPole stops at
+# a return of 150, so that best.pt's 20 episodes differ from one another: measured (--serial, an evaluation
+# every 1,000 steps, seeds 0-9, 2026-12-02) it solves at 1k-16k steps (median 9k), and best.pt then scores
+# a mean 171.7-500 (median 311.9) on the 20 episodes below; seed 0: 8k steps, 365.85 (216-500). Budget
+# 50k, 3x the slowest. Pendulum trains 40k steps with its preset's observation normalisation and tanh.
+TRAINED = {
+    "CartPole-v1": ["--target-return", "150", "--max-steps", "50000", "--set", "eval_interval_steps=1000"],
+    "Pendulum-v1": ["--max-steps", "40000", "--set", "eval_interval_steps=10000"],
+}
 
 
 @pytest.fixture(scope="module", params=list(TRAINED))
 def trained_run(request, tmp_path_factory) -> Path:
-    """A short serial run's dir (20 s at most): its best.pt has learned a little."""
+    """A short seeded serial run's dir: its best.pt has learned a little."""
     run_dir = tmp_path_factory.mktemp("trained") / "run"
-    args = [
-        "train",
-        "--env",
-        request.param,
-        "--serial",
-        "--max-seconds",
-        "20",
-        "--quiet",
-        *TRAINED[request.param],
-    ]
-    done = run_a3c(*args, "--eval-interval", "1", "--run-dir", str(run_dir), timeout=180)
+    args = ["train", "--env", request.param, "--serial", "--seed", "0", "--quiet", *TRAINED[request.param]]
+    done = run_a3c(*args, "--max-seconds", "120", "--run-dir", str(run_dir), timeout=180)  # a safety cap
     assert done.returncode == 0, done.stderr
     return run_dir
 
@@ -159,7 +156,8 @@ def test_a_client_without_torch_or_a3c_plays_what_a3c_evaluate_plays(tmp_path, t
     expected = {key: evaluation[f"{key}_return"] for key in stats}
     if env_id == "CartPole-v1":
         assert stats == expected, evaluation
-        assert evaluation["mean_return"] > 30, evaluation  # it learned: a random policy scores ~22
+        # It learned: a random policy scores ~22; best.pt of seeds 0-9 scored 171.7-500 here (see TRAINED).
+        assert evaluation["mean_return"] >= 150, evaluation
         # docs/export.md's client, as printed there (policy.onnx in its folder), says the same mean.
         printed = run_blocked(tmp_path, docs_client())
         assert printed.strip() == f"mean return {evaluation['mean_return']:.2f} over {EPISODES} episodes"

@@ -27,9 +27,13 @@ pytestmark = pytest.mark.slow
     ids=["multi-binary", "multi-discrete"],
 )
 def test_factorised_actions_learn(run_dir, token, env_id, recorded):
-    # A generous "does it learn at all" bar: a random policy scores 4 (bits) or about 2.3 (choices) of 8;
-    # measured, both reach 7.5 in 4-6 s on 2 cores (--serial, seed 0).
-    args = ["train", "--env", env_id, "--target-return", "7", "--max-seconds", "120", "--quiet"]
+    # A seeded serial run with a step budget (bit-reproducible: the same evaluations on any machine); a random
+    # policy scores 4 (bits) or about 2.3 (choices) of 8. Measured (--serial, target 7, an evaluation every
+    # 1,000 steps, seeds 0-9, 2026-12-02): CopyBits solves at 5k-14k steps (median 11.5k), best.pt's greedy
+    # 5 episodes score 7.15-7.95; MatchChoices at 3k-11k (median 8k), 6.9-7.8. Budget 30k steps, 2x the
+    # slowest; the greedy bar 6.5. Seed 0: 13k steps (3.5 s of CPU) and 6k (3.5 s).
+    args = ["train", "--env", env_id, "--serial", "--seed", "0", "--target-return", "7"]
+    args += ["--max-steps", "30000", "--set", "eval_interval_steps=1000", "--max-seconds", "120", "--quiet"]
     result = run_a3c(*args, "--run-dir", str(run_dir), timeout=240, token=token)
     assert result.returncode == 0, result.stderr
     summary = read_json(run_dir / "summary.json")
@@ -37,9 +41,9 @@ def test_factorised_actions_learn(run_dir, token, env_id, recorded):
 
     spaces = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=True)["spaces"]
     assert {key: spaces[key] for key in recorded} == recorded
-    played = run_a3c("evaluate", str(run_dir), "--episodes", "5", "--json", token=token, timeout=120)
+    played = run_a3c("evaluate", str(run_dir), "--episodes", "5", "--seed", "12345", "--json", token=token)
     assert played.returncode == 0, played.stderr
-    assert json.loads(played.stdout)["mean_return"] >= 6  # the greedy policy, from the checkpoint
+    assert json.loads(played.stdout)["mean_return"] >= 6.5  # the greedy policy, from the checkpoint
 
 
 @pytest.mark.parametrize("env_id", ["FrozenLake-v1", "Blackjack-v1", "Taxi-v4"])

@@ -1,0 +1,110 @@
+"""A seeded ``--serial`` run with evaluations and metrics rows by steps is bit-reproducible: two runs with the
+same seed and step budget leave the same weights, optimizer state, evaluations, metrics rows and episodes
+(wall-clock columns aside), and another seed leaves other weights. That is what lets every learning check of
+`make test` be a seeded serial run with a step budget (an exact outcome, not a race against the clock); the
+learning of the preset that the two-worker CartPole run used to check is checked here the same way."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import read_json, run_a3c
+
+pytestmark = pytest.mark.slow
+
+# Short runs: 10k steps with CartPole's preset (5 steps x 2 envs a update), no target (so both run the whole
+# budget), an evaluation every 2,500 steps and a metrics row every 1,000 of the learner's steps.
+SAME = ["--env", "CartPole-v1", "--serial", "--max-steps", "10000", "--set", "target_return=none"]
+SAME += ["--set", "eval_interval_steps=2500", "--set", "metrics_interval_steps=1000", "--quiet"]
+CLOCKS = {"wall_time", "steps_per_s"}  # the only columns that may differ between two such runs
+
+
+def train(run_dir: Path, seed: int, *args: str) -> Path:
+    done = run_a3c("train", "--seed", str(seed), *args, "--run-dir", str(run_dir), timeout=300)
+    assert done.returncode == 0, done.stderr
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Two runs with seed 0 and one with seed 1, all else the same."""
+    root = tmp_path_factory.mktemp("deterministic")
+    return {name: train(root / name, seed, *SAME) for name, seed in [("a", 0), ("b", 0), ("other", 1)]}
+
+
+def last_state(run_dir: Path) -> dict:
+    return torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+
+
+def tensors(value, path: str = "") -> dict[str, torch.Tensor]:
+    """Every tensor in a nested dict/list (an optimizer's state), by its path ("state/0/exp_avg")."""
+    if isinstance(value, torch.Tensor):
+        return {path: value}
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    found: dict[str, torch.Tensor] = {}
+    for key, item in items:
+        found.update(tensors(item, f"{path}/{key}" if path else str(key)))
+    return found
+
+
+def different_tensors(a: dict, b: dict) -> list[str]:
+    """The paths of the tensors that differ (or exist in one only) between ``a`` and ``b``."""
+    ta, tb = tensors(a), tensors(b)
+    return sorted(set(ta) ^ set(tb)) + [k for k in sorted(set(ta) & set(tb)) if not torch.equal(ta[k], tb[k])]
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    """A CSV file's rows without its wall-clock columns."""
+    with path.open() as f:
+        return [{k: v for k, v in row.items() if k not in CLOCKS} for row in csv.DictReader(f)]
+
+
+def test_two_serial_runs_with_one_seed_are_identical(runs):
+    # Seen failing (2026-12-02) with one generator unseeded: the learner's action sampling
+    # (np.random.default_rng() in a3c/algo/rollout.py) made all 12 model tensors differ; the evaluator's
+    # (a3c/runtime/evaluator.py) left the weights equal and made eval.csv differ from its first row.
+    a, b = last_state(runs["a"]), last_state(runs["b"])
+    assert a["global_step"] == b["global_step"] == 10_000 and a["updates"] == b["updates"] == 1_000
+    # The bodies' and heads' 12 tensors; Adam's step, exp_avg and exp_avg_sq over the one flat parameter.
+    assert len(a["model_state"]) == 12 and len(tensors(a["optimizer_state"])) == 3
+    assert different_tensors(a["model_state"], b["model_state"]) == []
+    assert different_tensors(a["optimizer_state"], b["optimizer_state"]) == []
+    assert a["optimizer_state"]["param_groups"] == b["optimizer_state"]["param_groups"]
+    # Evaluations at 2,500, 5,000, 7,500 and 10,000 steps and the final one; a metrics row per 1,000 steps.
+    for name, count in [("eval.csv", 5), ("metrics.csv", 10), ("episodes.csv", None)]:
+        first, second = rows(runs["a"] / name), rows(runs["b"] / name)
+        assert count is None or len(first) == count, (name, len(first))
+        assert first == second, name
+    same = ("total_steps", "total_updates", "episodes", "best_mean_return", "last_mean_return", "warnings")
+    first, second = (read_json(runs[name] / "summary.json") for name in ("a", "b"))
+    assert {k: first[k] for k in same} == {k: second[k] for k in same}
+
+
+def test_another_seed_gives_other_weights(runs):
+    # So that the equality above can fail: the weights do depend on the seed.
+    a, other = last_state(runs["a"]), last_state(runs["other"])
+    assert sorted(different_tensors(a["model_state"], other["model_state"])) == sorted(a["model_state"])
+    assert rows(runs["a"] / "episodes.csv") != rows(runs["other"] / "episodes.csv")
+
+
+def test_the_cartpole_preset_solves_serially_within_a_step_budget(run_dir, token):
+    # The learning the two-worker CartPole run checked (now tests/learning/test_local_learning.py's, against
+    # the clock): the preset, one learner, an evaluation every 5,000 steps; a solve is 10 evaluation episodes
+    # at 475, confirmed on 100 more. Measured (this command, seeds 0-9, 2026-12-02): solved at 20k, 20k, 15k,
+    # 15k, 30k, 25k, 25k, 25k, 35k, 25k steps (median 25k); every best.pt then scored 500 on each of 100
+    # fresh episodes (`a3c evaluate --episodes 100`). Budget 70k steps, 2x the slowest; seed 0 solves at 20k.
+    args = ["train", "--env", "CartPole-v1", "--serial", "--seed", "0", "--max-steps", "70000"]
+    args += ["--set", "eval_interval_steps=5000", "--max-seconds", "300", "--quiet"]  # a safety cap only
+    result = run_a3c(*args, "--run-dir", str(run_dir), timeout=420, token=token)
+    assert result.returncode == 0, result.stderr
+    summary = read_json(run_dir / "summary.json")
+    assert summary["solved"] is True and summary["steps_to_solve"] <= 70_000, summary
+    played = run_a3c("evaluate", str(run_dir), "--episodes", "100", "--seed", "12345", "--json", token=token)
+    assert played.returncode == 0, played.stderr
+    report = json.loads(played.stdout)
+    assert report["episodes"] == 100 and report["mean_return"] >= 475, report
