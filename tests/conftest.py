@@ -383,8 +383,14 @@ def describe(pids: set[int]) -> str:
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_leaks_in_session() -> Iterator[str]:
-    """Session-scoped fixtures (and whatever the whole run starts) leave nothing behind either."""
+    """Session-scoped fixtures (and whatever the whole run starts) leave nothing behind either. The session's
+    multiprocessing forkserver and resource tracker start here, under the session's token: started inside a
+    test, they and every child forked from them later would carry that test's token instead."""
+    from a3c.runtime.context import start_early
+
     with no_leaks("session") as token:
+        start_early()
+        multiprocessing.resource_tracker.ensure_running()
         yield token
 
 

@@ -58,9 +58,11 @@ class SerialBackend:
         s = self.shared
         records: list[Any] = []
         run_learner(0, self.learner, s, records.append, self.window, 1)
-        if self.schedule.due(s.counters.total_steps):
+        # Not once the run stops (its step budget reached by this update): the final evaluation comes next.
+        if not s.stop.is_set() and self.schedule.due(s.counters.total_steps):
             records += self._evaluate()
-            self.schedule.done(s.counters.total_steps)
+            pause = 0.0 if self.schedule.by_steps else s.config.eval_interval  # one process: no CPU share
+            self.schedule.done(s.counters.total_steps, pause)
         return records
 
     def _evaluate(self) -> list[Any]:

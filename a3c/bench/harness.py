@@ -115,7 +115,9 @@ def ours_throughput(
             wall, step, updates, lag = (cells[i] for i in columns)
             rows.append((float(wall), int(step), int(updates), float(lag)))
     rows.sort()
-    counted = [r for r in rows if r[0] >= rows[0][0] + WARMUP_S]  # Ray's start-up comes before the first row
+    counted = (
+        [r for r in rows if r[0] >= rows[0][0] + WARMUP_S] if rows else []
+    )  # Ray's start-up comes before the first row
     if len(counted) < 2:
         raise RuntimeError(
             f"a3c train throughput {name}: {len(counted)} metrics rows after the {WARMUP_S:g} s warm-up, too "

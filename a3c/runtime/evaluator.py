@@ -197,25 +197,41 @@ class Evaluator:
 
 class EvalSchedule:
     """When the next evaluation is due: every ``eval_interval_steps`` global steps when that is set (a seeded
-    serial run then evaluates at the same steps on any machine), else ``eval_interval`` s after the last."""
+    serial run then evaluates at the same steps on any machine), else ``eval_interval`` s after the last; in
+    both, not before the pause the last evaluation asked for (the evaluator process's CPU share)."""
 
     def __init__(self, config: Config, global_step: int):
         self.config = config
-        self.done(global_step, waited_s=config.eval_interval)
+        self.by_steps = config.eval_interval_steps is not None
+        self.done(global_step, pause_s=0.0 if self.by_steps else config.eval_interval)
 
     def due(self, global_step: int) -> bool:
-        """Whether an evaluation is due at ``global_step`` (by steps) or now (by time)."""
-        if self.config.eval_interval_steps is not None:
-            return global_step >= self.next_step
+        """Whether an evaluation is due at ``global_step`` and now."""
+        if self.by_steps and global_step < self.next_step:
+            return False
         return time.monotonic() >= self.next_time
 
-    def done(self, global_step: int, waited_s: float | None = None) -> None:
+    def done(self, global_step: int, pause_s: float) -> None:
         """An evaluation ended at ``global_step``: the next one comes at the next multiple of the step
-        interval, or ``waited_s`` s from now (default ``eval_interval``)."""
+        interval (by steps), and not before ``pause_s`` s from now."""
         every = self.config.eval_interval_steps
         if every is not None:
             self.next_step = (global_step // every + 1) * every
-        self.next_time = time.monotonic() + (self.config.eval_interval if waited_s is None else waited_s)
+        self.next_time = time.monotonic() + pause_s
+
+    def pause_after(self, eval_cpu_s: float) -> float:
+        """The pause after an evaluation that used ``eval_cpu_s`` of CPU: ``next_wait`` by time; by steps only
+        its CPU-share part, so that a short step interval cannot make evaluations take a worker's core."""
+        if self.by_steps:
+            return cpu_share_wait(eval_cpu_s, self.config)
+        return next_wait(eval_cpu_s, self.config)
+
+
+def cpu_share_wait(eval_cpu_s: float, config: Config) -> float:
+    """Seconds to wait after an evaluation that used ``eval_cpu_s`` of CPU so that the evaluator uses at most
+    ``eval_cpu_share`` of a core."""
+    share = config.eval_cpu_share
+    return eval_cpu_s * (1.0 - share) / share
 
 
 def next_wait(eval_cpu_s: float, config: Config) -> float:
@@ -223,8 +239,7 @@ def next_wait(eval_cpu_s: float, config: Config) -> float:
     long enough that the evaluator uses at most ``eval_cpu_share`` of a core. Cheap evaluations (a fast env,
     a policy that fails fast) come often and see a solve promptly; costly ones back off instead of taking a
     worker's core. CPU time, not wall time: on a busy machine an evaluation's wall time is mostly waiting."""
-    share = config.eval_cpu_share
-    return max(config.eval_interval, eval_cpu_s * (1.0 - share) / share)
+    return max(config.eval_interval, cpu_share_wait(eval_cpu_s, config))
 
 
 def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: float) -> None:
@@ -246,8 +261,8 @@ def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: 
                 continue
             cpu_before = time.process_time()
             record = evaluator.evaluate(cut_short)
-            waited = next_wait(time.process_time() - cpu_before, config)
-            schedule.done(shared.counters.total_steps, waited)
+            pause = schedule.pause_after(time.process_time() - cpu_before)
+            schedule.done(shared.counters.total_steps, pause)
             if record is not None:
                 conn.send(record)
                 if record.solved:

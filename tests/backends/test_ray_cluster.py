@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ import pytest
 from tests.conftest import (
     ROOT,
     a3c_env,
+    alive,
     descendants,
     describe,
     left_behind,
@@ -192,9 +194,20 @@ def test_a_run_that_starts_its_own_cluster_keeps_it_on_loopback_and_stops_it(tmp
         end(refused)
     assert read_json(run_dir / "summary.json")["exit_reason"] == "SIGINT"
     assert read_json(run_dir / "config.json")["ray_address"] is None
-    # Its cluster stopped with it (ray.shutdown() at the run's end): Ray's daemons are gone too.
+    # Its cluster stopped with it (ray.shutdown() at the run's end): Ray's daemons are gone too, those whose
+    # process title overwrote the token in their environ (Ray's agents) included.
     left = left_behind(token, timeout=RAY_SHUTDOWN_S)
     assert not left, f"outlived the run that started the cluster: {describe(left)}"
+    left = wait_gone(cluster)
+    assert not left, f"outlived the run that started the cluster: {describe(left)}"
+
+
+def wait_gone(pids: set[int]) -> set[int]:
+    """Those of ``pids`` still alive after up to RAY_SHUTDOWN_S s."""
+    deadline = time.monotonic() + RAY_SHUTDOWN_S
+    while (left := alive(pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling a condition under a deadline
+    return left
 
 
 def test_a_run_given_an_address_where_no_head_answers_fails_at_once(tmp_path, token, ray_token):

@@ -82,12 +82,11 @@ def test_sigkilled_worker_is_restarted_and_trains_on(run_dir, token):
         steps_before = max(int(r["global_step"]) for r in rows(run_dir / "episodes.csv"))
         os.kill(victim, signal.SIGKILL)
         wait_until(proc, lambda: comm_pids("a3c-worker-0") & processes_with_token(token) - {victim}, 60)
-        restarted_rows = lambda: [  # noqa: E731
-            r
-            for r in rows(run_dir / "episodes.csv")
-            if r["worker"] == "0" and int(r["global_step"]) > steps_before
-        ]
-        wait_until(proc, lambda: len(restarted_rows()) >= 5, timeout=120)
+        # The trainer read what the dead worker had sent before it restarted it: rows from here on are the
+        # new worker's.
+        worker_0_rows = lambda: sum(r["worker"] == "0" for r in rows(run_dir / "episodes.csv"))  # noqa: E731
+        before_restart = worker_0_rows()
+        wait_until(proc, lambda: worker_0_rows() >= before_restart + 5, timeout=120)
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:

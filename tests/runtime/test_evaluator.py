@@ -119,8 +119,12 @@ def test_evaluations_by_steps_come_at_each_multiple_of_the_interval_whatever_the
     config = Config(env_id="CartPole-v1", eval_interval=1e9, eval_interval_steps=1000)  # by time: never
     schedule = EvalSchedule(config, global_step=0)
     assert [step for step in (0, 999, 1000) if schedule.due(step)] == [1000]
-    schedule.done(1040)  # the evaluation ran when the counters read 1040: the next is due at 2000
+    schedule.done(1040, pause_s=0.0)  # the evaluation ran when the counters read 1040: the next is at 2000
     assert not schedule.due(1999) and schedule.due(2000)
+    schedule.done(
+        2000, pause_s=1e9
+    )  # a costly evaluation: the CPU share holds the next one back, steps or not
+    assert not schedule.due(10**9)
     resumed = EvalSchedule(config, global_step=5500)  # a resumed run: the next multiple after its steps
     assert not resumed.due(5999) and resumed.due(6000)
     by_time = EvalSchedule(Config(env_id="CartPole-v1", eval_interval=1e9), global_step=0)
