@@ -186,29 +186,37 @@ def break_last(run_dir: Path, how: str, other: Path) -> None:
         shutil.copy(other / "checkpoints" / "last.pt", last)
 
 
-@pytest.mark.parametrize("how", ["truncated", "random bytes", "another env"])
-def test_broken_or_foreign_checkpoint_is_refused_and_nothing_is_overwritten(finished_run, tmp_path, how):
-    other = tmp_path / "other"
-    result = run_a3c(
-        *["train", "--env", "CartPole-v1", "--serial", "--max-steps", "200", "--quiet"],
-        "--run-dir",
-        str(other),
-        timeout=120,
-    )
+@pytest.fixture(scope="module")
+def other_env_run(tmp_path_factory) -> Path:
+    """A short serial CartPole run: a whole checkpoint of another env than ``finished_run``'s."""
+    run_dir = tmp_path_factory.mktemp("other") / "run"
+    args = ["train", "--env", "CartPole-v1", "--serial", "--max-steps", "200", "--quiet"]
+    result = run_a3c(*args, "--run-dir", str(run_dir), timeout=120)
     assert result.returncode == 0, result.stderr
+    return run_dir
+
+
+@pytest.mark.parametrize("how", ["truncated", "random bytes", "another env"])
+def test_broken_or_foreign_checkpoint_is_refused_and_nothing_is_overwritten(
+    finished_run, other_env_run, tmp_path, how, capsys
+):
+    # The refusals through the CLI in this process: they come before anything starts (a command each would
+    # only add its imports).
+    from tests.front.test_cli import call
+
     run_dir = tmp_path / "run"
     shutil.copytree(finished_run, run_dir)
-    break_last(run_dir, how, other)
+    break_last(run_dir, how, other_env_run)
     before = digest(run_dir)
 
-    resumed = run_a3c("train", "--resume", str(run_dir), "--quiet", timeout=120)
-    assert resumed.returncode == 2, resumed.stderr
-    assert resumed.stderr.startswith("error: ") and len(resumed.stderr.strip().splitlines()) == 1
-    evaluated = run_a3c("evaluate", str(run_dir / "checkpoints" / "last.pt"), timeout=120)
+    code, err = call("train", "--resume", str(run_dir), "--quiet"), capsys.readouterr().err
+    assert code == 2, err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    code, err = call("evaluate", str(run_dir / "checkpoints" / "last.pt")), capsys.readouterr().err
     if how == "another env":
-        assert evaluated.returncode == 0  # a whole checkpoint of CartPole: evaluate plays it on CartPole
+        assert code == 0, err  # a whole checkpoint of CartPole: evaluate plays it on CartPole
     else:
-        assert evaluated.returncode == 2 and evaluated.stderr.startswith("error: checkpoint:")
+        assert code == 2 and err.startswith("error: checkpoint:"), err
     assert digest(run_dir) == before
 
 
