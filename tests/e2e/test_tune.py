@@ -66,8 +66,8 @@ def test_a_study_resumes_to_more_trials_and_its_preset_trains(tmp_path, token, m
                 "--env",
                 "CartPole-v1",
                 "--serial",
-                "--max-seconds",
-                "2",
+                "--max-steps",
+                "2000",
                 "--run-dir",
                 str(tmp_path / "run"),
             ]
