@@ -213,34 +213,36 @@ def train(token: str, run_dir: Path, *args: str) -> dict:
     return read_json(run_dir / "summary.json")
 
 
-@pytest.mark.parametrize(("first", "then"), [("ray", "local"), ("local", "ray")])
-def test_a_checkpoint_resumes_on_the_other_backend(tmp_path, token, ray_address, first, then):
+def test_a_checkpoint_resumes_on_the_other_backend_both_ways(tmp_path, token, ray_address):
+    """One run that changes backend at each resume, local → ray → local: both directions in three segments."""
     from a3c.run.resume import load_resume_checkpoint
 
     run_dir = tmp_path / "run"
-    # Step budgets end both runs; the target, --max-seconds and --hang-timeout are out of reach.
+    # Step budgets end every segment; the target, --max-seconds and --hang-timeout are out of reach.
     common = ("--target-return", "1e9", "--max-seconds", str(CAP_S), "--hang-timeout", str(CAP_S))
     common += ("--ray-address", ray_address)
     # Pendulum's preset: shared observation statistics and reward scaling, which must cross backends too.
-    train(token, run_dir, "--env", "Pendulum-v1", "--backend", first, "--max-steps", "20000",
+    train(token, run_dir, "--env", "Pendulum-v1", "--backend", "local", "--max-steps", "20000",
           "--run-dir", str(run_dir), *common)  # fmt: skip
     before = load_resume_checkpoint(run_dir)
-    assert before["config"]["backend"] == first and before["global_step"] >= 20_000
+    assert before["config"]["backend"] == "local" and before["global_step"] >= 20_000
     assert before["config"]["obs_norm"] and before["config"]["reward_scale"]
     # Every observation and discounted return of every worker reached the checkpoint.
     assert before["obs_norm"]["count"] >= before["global_step"] and before["reward_stats"]["count"] >= 20_000
-    summary = train(token, run_dir, "--resume", str(run_dir), "--backend", then,
-                    "--max-steps", str(before["global_step"] + 20_000), *common)  # fmt: skip
-    after = load_resume_checkpoint(run_dir)
-    assert after["config"]["backend"] == then and after["resumes"] == 1
-    assert summary["exit_reason"] == "max_steps"
-    assert after["global_step"] == summary["total_steps"] >= before["global_step"] + 20_000
-    assert after["updates"] > before["updates"]
-    step_before = before["optimizer_state"]["state"][0]["step"]
-    assert after["optimizer_state"]["state"][0]["step"] > step_before  # the optimizer state went on, too
-    # The statistics went on from the checkpoint's, not afresh: their counts hold both segments.
-    for key in ("obs_norm", "reward_stats"):
-        assert after[key]["count"] >= before[key]["count"] + 20_000, key
-    steps = [int(line.split(",")[1]) for line in (run_dir / "episodes.csv").read_text().splitlines()[1:]]
-    assert steps == sorted(steps) and steps[-1] > before["global_step"]
+    for resumes, backend in enumerate(("ray", "local"), start=1):
+        summary = train(token, run_dir, "--resume", str(run_dir), "--backend", backend,
+                        "--max-steps", str(before["global_step"] + 20_000), *common)  # fmt: skip
+        after = load_resume_checkpoint(run_dir)
+        assert after["config"]["backend"] == backend and after["resumes"] == resumes
+        assert summary["exit_reason"] == "max_steps"
+        assert after["global_step"] == summary["total_steps"] >= before["global_step"] + 20_000
+        assert after["updates"] > before["updates"]
+        step_before = before["optimizer_state"]["state"][0]["step"]
+        assert after["optimizer_state"]["state"][0]["step"] > step_before  # the optimizer state went on, too
+        # The statistics went on from the checkpoint's, not afresh: their counts hold every segment.
+        for key in ("obs_norm", "reward_stats"):
+            assert after[key]["count"] >= before[key]["count"] + 20_000, (backend, key)
+        steps = [int(line.split(",")[1]) for line in (run_dir / "episodes.csv").read_text().splitlines()[1:]]
+        assert steps == sorted(steps) and steps[-1] > before["global_step"], backend
+        before = after
     assert_no_ray_left(token)
