@@ -29,11 +29,11 @@ evaluate: $(STAMP)
 	$(BIN)/a3c evaluate $(RUN) $(ARGS)
 
 # As CI runs it (.ci/run): every extra installed, so a test of one that is missing fails instead of skipping;
-# TEST_WORKERS pytest processes side by side (pytest-xdist; the Ray tests one at a time in one of them, see
-# docs/testing.md); the 25 slowest tests listed at the end.
+# TEST_WORKERS pytest processes side by side (pytest-xdist, a test module's tests in one of them); the 25
+# slowest tests listed at the end.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	A3C_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25
+	A3C_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"

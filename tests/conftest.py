@@ -425,28 +425,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without ``--learning``, the learning curves are deselected: their pass condition is a race against
-    the clock on a machine whose load is unknown, which `make test` must never depend on. Under
-    pytest-xdist, each test gets its group (``xdist_group``)."""
-    if not config.getoption("--learning"):
-        deselected = [item for item in items if item.get_closest_marker("learning")]
-        if deselected:
-            config.hook.pytest_deselected(items=deselected)
-            items[:] = [item for item in items if not item.get_closest_marker("learning")]
-    if config.pluginmanager.hasplugin("xdist"):
-        for item in items:
-            if group := xdist_group(item):
-                item.add_marker(pytest.mark.xdist_group(group))
-
-
-def xdist_group(item: pytest.Item) -> str | None:
-    """The tests that `make test`'s parallel workers (pytest-xdist, ``--dist loadgroup``) must run in one
-    process, one after another: those of a module that share a module-scoped fixture (a trained run, a Ray
-    head), so that it is made once, not once per worker. None: the test may run in either worker."""
-    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
-    shared = any(
-        d.scope == "module" and name != "_no_leaks_in_module" for name, ds in definitions.items() for d in ds
-    )
-    return item.module.__name__ if shared and item.module else None
+    the clock on a machine whose load is unknown, which `make test` must never depend on."""
+    if config.getoption("--learning"):
+        return
+    deselected = [item for item in items if item.get_closest_marker("learning")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("learning")]
 
 
 SEED_ID = re.compile(r"-?seed\d+-?")
