@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import io
 import json
 import multiprocessing.forkserver
 import multiprocessing.resource_tracker
@@ -16,7 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, redirect_stderr, redirect_stdout, suppress
 from pathlib import Path
 from types import ModuleType
 
@@ -73,6 +74,22 @@ def run_a3c(*args: str, timeout: float = 300, token: str = "") -> subprocess.Com
         text=True,
         timeout=timeout,
     )
+
+
+def call_a3c(*args: str) -> subprocess.CompletedProcess:
+    """``a3c ARGS`` in this process, its output captured: what ``run_a3c`` returns, without an interpreter
+    and torch to start (about 2 s of CPU each). Only for a command that starts no process and changes no
+    process-wide setting: ``evaluate`` without ``--video``, or one refused before it starts anything."""
+    from a3c.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    return subprocess.CompletedProcess(["a3c", *args], code, out.getvalue(), err.getvalue())
 
 
 def run_serial_fixed_length(run_dir: Path, max_steps: int, token: str = "") -> subprocess.CompletedProcess:

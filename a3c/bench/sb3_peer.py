@@ -14,12 +14,24 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.logger import Logger
 
 TARGET = 475.0
 ZOO = dict(n_envs=8, ent_coef=0.0)
 EVAL_EVERY_STEPS = 2000
+
+
+def silent_logger() -> Logger:
+    """A Stable-Baselines3 logger with no output. Without one, ``learn()`` makes its default logger, which
+    creates an empty ``SB3-<date>`` folder in the system's temp dir on every call and leaves it there."""
+    from stable_baselines3.common.logger import Logger
+
+    return Logger(folder=None, output_formats=[])
 
 
 @click.group()
@@ -62,6 +74,7 @@ def solve(seed: int, launch: float, out: str, max_steps: int, reeval_episodes: i
         verbose=0,
     )
     model = A2C("MlpPolicy", envs, ent_coef=ZOO["ent_coef"], seed=seed, device="cpu", verbose=0)
+    model.set_logger(silent_logger())
     model.learn(total_timesteps=max_steps, callback=callback)
     result = {
         "solved": stopper.solved_unix is not None,
@@ -111,6 +124,7 @@ def throughput(n_envs: int, seconds: float, warmup: float) -> None:
 
     envs = make_vec_env("CartPole-v1", n_envs=n_envs, seed=0)
     model = A2C("MlpPolicy", envs, ent_coef=ZOO["ent_coef"], seed=0, device="cpu", verbose=0)
+    model.set_logger(silent_logger())
     clock = Clock()
     model.learn(total_timesteps=10**11, callback=clock)
     (t0, s0), (t1, s1) = clock.mark, clock.last

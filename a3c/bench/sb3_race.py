@@ -31,6 +31,7 @@ from typing import Any
 
 import click
 
+from a3c.bench.sb3_peer import silent_logger
 from envs.atari import is_atari
 
 # rl-baselines3-zoo hyperparams/a2c.yml.
@@ -165,6 +166,7 @@ def race(
             # The budget is training time: the evaluations' time is added back.
             return evals.solved_at is None and time.time() < started + seconds + evals.eval_s
 
+    model.set_logger(silent_logger())
     model.learn(total_timesteps=budget, callback=Race())
     learn_s = time.time() - started - evals.eval_s
     if evals.solved_at is None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, a3c_env, data_rows, read_json, run_a3c
+from tests.conftest import ROOT, a3c_env, call_a3c, data_rows, read_json, run_a3c
 from tests.ray_head import (
     WAIT_CAP_S,
     RayHead,
@@ -100,9 +100,7 @@ def test_two_worker_actors_train_and_evaluate_until_interrupted(tmp_path, token,
     for row in rows(run_dir / "eval.csv"):
         assert int(row["episodes"]) == config["eval_episodes"], row
         assert float(row["mean_return"]) == float(row["mean_length"]) >= 1, row
-    evaluated = run_a3c(
-        "evaluate", str(run_dir), "--episodes", "3", "--json", timeout=EXIT_CAP_S, token=token
-    )
+    evaluated = call_a3c("evaluate", str(run_dir), "--episodes", "3", "--json")
     assert evaluated.returncode == 0, evaluated.stderr
     report = json.loads(evaluated.stdout)
     assert report["checkpoint"] == str(run_dir / "checkpoints" / "best.pt") and report["episodes"] == 3, (

@@ -25,6 +25,7 @@ from a3c.run.rundir import default_run_dir
 from a3c.run.tensorboard import EVAL_TAGS, METRIC_TAGS
 from tests.conftest import (
     a3c_env,
+    call_a3c,
     data_rows,
     descendants,
     read_json,
@@ -281,7 +282,7 @@ def test_force_replaces_an_earlier_run(run_dir, token):
     old_steps = {p.name for p in (run_dir / "checkpoints").glob("step-*.pt")}
     assert old_steps and any(f.startswith("tensorboard/") for f in old_files)
 
-    refused = run_a3c(*base, str(run_dir), "--seed", "2", "--max-steps", "320", token=token)
+    refused = call_a3c(*base, str(run_dir), "--seed", "2", "--max-steps", "320")
     assert refused.returncode == 2 and "--force" in refused.stderr  # without --force it is kept
     assert file_set(run_dir) == old_files
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.conftest import read_json, run_a3c
+from tests.conftest import call_a3c, read_json, run_a3c
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ def test_obs_stats_are_checkpointed_resumed_and_evaluated(run_dir, token):
     assert count >= 3000 and saved["obs_norm"]["mean"].shape == (3,)
     assert saved["spaces"]["continuous"] and saved["spaces"]["action_high"] == [2.0]
 
-    refused = run_a3c("train", "--resume", str(run_dir), "--set", "obs_norm=false", token=token)
+    refused = call_a3c("train", "--resume", str(run_dir), "--set", "obs_norm=false")
     assert refused.returncode == 2 and "obs_norm" in refused.stderr
 
     resumed = run_a3c("train", "--resume", str(run_dir), "--max-steps", "6000", "--quiet", token=token)
@@ -51,7 +51,7 @@ def test_obs_stats_are_checkpointed_resumed_and_evaluated(run_dir, token):
     assert float(again["obs_norm"]["count"]) >= count + 2900  # continued, not restarted
     assert read_json(run_dir / "config.json")["resumes"] == 1
 
-    played = run_a3c("evaluate", str(run_dir), "--episodes", "2", "--json", token=token)
+    played = call_a3c("evaluate", str(run_dir), "--episodes", "2", "--json")
     assert played.returncode == 0, played.stderr
     best = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=False)
     assert "obs_norm" in best and best["config"]["squash"] == "tanh"

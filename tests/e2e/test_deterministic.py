@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import read_json, run_a3c
+from tests.conftest import call_a3c, read_json, run_a3c
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +105,7 @@ def test_the_cartpole_preset_solves_serially_within_a_step_budget(run_dir, token
     assert result.returncode == 0, result.stderr
     summary = read_json(run_dir / "summary.json")
     assert summary["solved"] is True and summary["steps_to_solve"] <= 70_000, summary
-    played = run_a3c("evaluate", str(run_dir), "--episodes", "100", "--seed", "12345", "--json", token=token)
+    played = call_a3c("evaluate", str(run_dir), "--episodes", "100", "--seed", "12345", "--json")
     assert played.returncode == 0, played.stderr
     report = json.loads(played.stdout)
     assert report["episodes"] == 100 and report["mean_return"] >= 475, report

@@ -1,8 +1,8 @@
 """Smoke runs of the optional env families: Atari (the conv net + LSTM on the local backend; on Ray, the same
 over a 4-frame stack) and MuJoCo (Gaussian policy, shared observation statistics) on both backends.
 
-Each trains a few hundred steps with 2 workers, writes a checkpoint, and ``a3c evaluate`` plays it. The Ray
-runs join one loopback head, started once for the module.
+Each trains a few hundred steps with 2 workers (Pong on Ray: 1), writes a checkpoint, and ``a3c evaluate``
+plays it. The Ray runs join one loopback head, started once for the module.
 ``make test`` installs both extras (they are in ``dev``); without one, its test is skipped and says why (it
 fails under CI's A3C_REQUIRE_EXTRAS=1).
 """
@@ -20,7 +20,7 @@ import torch
 from a3c.algo.learner import build_model
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
-from tests.conftest import read_json, require_extra, run_a3c
+from tests.conftest import call_a3c, read_json, require_extra, run_a3c
 from tests.ray_head import RayHead, join_head, start_ray_head
 
 pytestmark = pytest.mark.slow
@@ -68,10 +68,11 @@ def backend_args(request, token, monkeypatch, ray_head) -> list[str]:
 
 
 def train_and_evaluate(
-    run_dir, token, backend_args: list[str], env_id: str, steps: int, *sets: str
+    run_dir, token, backend_args: list[str], env_id: str, steps: int, *sets: str, workers: int = 2
 ) -> tuple[dict, dict]:
     backend = backend_args[1]
-    args = ["train", "--env", env_id, "--workers", "2", "--max-steps", str(steps), "--quiet", *backend_args]
+    args = ["train", "--env", env_id, "--workers", str(workers), "--max-steps", str(steps), "--quiet"]
+    args += backend_args
     for item in sets:
         args += ["--set", item]
     result = run_a3c(*args, "--run-dir", str(run_dir), timeout=300, token=token)
@@ -80,7 +81,7 @@ def train_and_evaluate(
     assert summary["total_steps"] >= steps and summary["exit_reason"] == "max_steps"
     assert read_json(run_dir / "config.json")["backend"] == backend
     assert (run_dir / "checkpoints" / "last.pt").is_file() and (run_dir / "checkpoints" / "best.pt").is_file()
-    played = run_a3c("evaluate", str(run_dir), "--episodes", "1", "--json", timeout=300, token=token)
+    played = call_a3c("evaluate", str(run_dir), "--episodes", "1", "--json")
     assert played.returncode == 0, played.stderr
     return summary, json.loads(played.stdout)
 
@@ -131,8 +132,8 @@ def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token, backend,
 @needs("ale_py", "atari")
 def test_pong_cnn_lstm_over_a_frame_stack_trains_on_ray(run_dir, token, backend_args):
     """The preset's CNN-LSTM fed 4 stacked frames, on Ray: the worker actors' frame stack and LSTM state."""
-    sets = ("eval_episodes=1", "frame_stack=4")
-    summary, played = train_and_evaluate(run_dir, token, backend_args, "ALE/Pong-v5", 400, *sets)
+    sets = ("eval_episodes=1", "frame_stack=4")  # one worker actor: what differs on Ray is per actor
+    summary, played = train_and_evaluate(run_dir, token, backend_args, "ALE/Pong-v5", 400, *sets, workers=1)
     assert summary["total_updates"] > 0
     # One whole game, ended by a side reaching 21 points: a whole, non-zero score (no draw in Pong).
     score, length = played["mean_return"], played["mean_length"]

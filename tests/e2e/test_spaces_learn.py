@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from tests.conftest import read_json, run_a3c
+from tests.conftest import call_a3c, read_json, run_a3c
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def test_factorised_actions_learn(run_dir, token, env_id, recorded):
 
     spaces = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=True)["spaces"]
     assert {key: spaces[key] for key in recorded} == recorded
-    played = run_a3c("evaluate", str(run_dir), "--episodes", "5", "--seed", "12345", "--json", token=token)
+    played = call_a3c("evaluate", str(run_dir), "--episodes", "5", "--seed", "12345", "--json")
     assert played.returncode == 0, played.stderr
     assert json.loads(played.stdout)["mean_return"] >= 6.5  # the greedy policy, from the checkpoint
 
@@ -52,7 +52,7 @@ def test_envs_with_discrete_and_tuple_observations_train_and_evaluate(run_dir, t
     result = run_a3c(*args, "--run-dir", str(run_dir), timeout=180, token=token)
     assert result.returncode == 0, result.stderr
     assert read_json(run_dir / "summary.json")["total_steps"] >= 2000
-    played = run_a3c("evaluate", str(run_dir), "--episodes", "3", "--json", token=token, timeout=120)
+    played = call_a3c("evaluate", str(run_dir), "--episodes", "3", "--json")
     assert played.returncode == 0, played.stderr
     assert json.loads(played.stdout)["episodes"] == 3
     # A resume checks the saved spaces (the observation encoding included) against the env's.

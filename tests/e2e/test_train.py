@@ -15,6 +15,7 @@ from a3c.run.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS
 from tests.conftest import (
     ROOT,
     alive,
+    call_a3c,
     data_rows,
     end,
     left_behind,
@@ -120,7 +121,7 @@ def test_two_spawned_workers_train_and_leave_the_documented_run_dir(run_dir, tok
     assert workers_with_episodes(run_dir) == {0, 1}
     assert (run_dir / "checkpoints" / "best.pt").is_file() and (run_dir / "checkpoints" / "last.pt").is_file()
 
-    evaluation = run_a3c("evaluate", str(run_dir / "checkpoints" / "best.pt"), "--episodes", "7", "--json")
+    evaluation = call_a3c("evaluate", str(run_dir / "checkpoints" / "best.pt"), "--episodes", "7", "--json")
     assert evaluation.returncode == 0, evaluation.stderr
     report = json.loads(evaluation.stdout)
     assert report["episodes"] == 7 and report["env_id"] == "CartPole-v1", report

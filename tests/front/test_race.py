@@ -123,8 +123,12 @@ def test_bench_refuses_a_no_preset_peer_for_an_env_without_a_preset(capsys):
 
 
 @pytest.mark.slow
-def test_a_small_race_runs_both_sides_and_writes_its_json(tmp_path):
+def test_a_small_race_runs_both_sides_and_writes_its_json(tmp_path, monkeypatch):
     require_extra("stable_baselines3", "bench")
+    # Where Stable-Baselines3's default logger would put its folder (it makes an SB3-<date> folder in the
+    # system temp dir otherwise, on every learn(), and leaves it there): the peer's must make none.
+    sb3_logdir = tmp_path / "sb3-logdir"
+    monkeypatch.setenv("SB3_LOGDIR", str(sb3_logdir))
     # What a race reaches in its budget depends on the machine's load: tests/learning checks that ours solves;
     # here, that both sides ran, were evaluated and were reported.
     plan = RacePlan(("CartPole-v1",), seeds=1, seconds=4.0, peer_settings="zoo")
@@ -134,3 +138,4 @@ def test_a_small_race_runs_both_sides_and_writes_its_json(tmp_path):
         (one,) = saved["envs"]["CartPole-v1"][side]["runs"]
         assert one["steps"] > 0 and one["final_return"] is not None
     assert "| CartPole-v1 | ours |" in results["markdown"] and "| CartPole-v1 | sb3 |" in results["markdown"]
+    assert not sb3_logdir.exists()
