@@ -105,6 +105,9 @@ class Node:
             env.pop("RAY_AUTH_TOKEN", None)  # it would take precedence over the file
         command = [sys.executable, "-c", RAY_START, "start", "--block", "--disable-usage-stats", *args]
         command += ["--temp-dir", str(temp_root / name)]  # its own sessions, sockets and logs
+        # Worker ports picked by the kernel: from Ray's default range, two nodes starting workers at once
+        # (another module's head, in the other pytest process) could hand out one port twice.
+        command += ["--min-worker-port=0", "--max-worker-port=0"]
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)  # fmt: skip

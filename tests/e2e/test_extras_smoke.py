@@ -1,5 +1,5 @@
-"""Smoke runs of the optional env families: Atari (the conv net + LSTM on the local backend; on Ray, the same
-over a 4-frame stack) and MuJoCo (Gaussian policy, shared observation statistics) on both backends.
+"""Smoke runs of the optional env families: Atari (the conv net + LSTM on the local backend; on Ray, the conv
+net over a 4-frame stack) and MuJoCo (Gaussian policy, shared observation statistics) on both backends.
 
 Each trains a few hundred steps with 2 workers (Pong on Ray: 1), writes a checkpoint, and ``a3c evaluate``
 plays it. The Ray runs join one loopback head, started once for the module.
@@ -92,37 +92,39 @@ PONG_MIN_STEPS_PER_POINT = 20
 PONG_FRAME_CAP_STEPS = 27_000
 
 
-@needs("ale_py", "atari")
-@pytest.mark.parametrize("backend", ["local"])  # on Ray: the frame-stacked run below
-def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token, backend, backend_args):
-    summary, played = train_and_evaluate(run_dir, token, backend_args, "ALE/Pong-v5", 400, "eval_episodes=1")
-    config = read_json(run_dir / "config.json")
-    assert config["model"] == "cnn" and config["lstm_size"] == 256  # the preset's A3C-LSTM
-
-    # evaluate played one whole game (at least 21 points, ended by the game, not the frame cap) and reports
-    # its raw score: a whole number of points.
+def check_pong_game(played: dict) -> None:
+    """``a3c evaluate`` played one whole game (at least 21 points, ended by the game, not the frame cap) and
+    reports its raw score: a whole number of points, not 0 (no draw in Pong)."""
     score, length = played["mean_return"], played["mean_length"]
     assert played["episodes"] == 1 and score == played["min_return"] == played["max_return"], played
     assert score == int(score) != 0 and -21 <= score <= 21, played
     assert 21 * PONG_MIN_STEPS_PER_POINT <= length < PONG_FRAME_CAP_STEPS, played
-    with (run_dir / "eval.csv").open() as f:  # the evaluator's games during training are whole games too
+
+
+def check_pong_run(run_dir, summary: dict, frames: int, lstm_size: int) -> None:
+    """The evaluator's games during training were whole games too; last.pt is the run's final state (its
+    counters are the summary's) of the conv net over ``frames`` stacked frames with an LSTM of
+    ``lstm_size`` (0: none), and loads into the model it names; best.pt is the best evaluation's."""
+    with (run_dir / "eval.csv").open() as f:
         evals = list(csv.DictReader(f))
     assert evals and all(float(r["mean_return"]).is_integer() for r in evals), evals
     assert all(float(r["mean_length"]) >= 21 * PONG_MIN_STEPS_PER_POINT for r in evals), evals
-
-    # last.pt is the run's final state (its counters are the summary's) and loads into the model it names.
+    config = read_json(run_dir / "config.json")
+    assert config["model"] == "cnn" and config["lstm_size"] == lstm_size
     state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
     assert state["global_step"] == summary["total_steps"] == int(state["worker_steps"].sum())
     assert state["updates"] == summary["total_updates"] > 0
     assert state["spaces"] == {
-        "obs_shape": [1, 84, 84], "n_actions": 6, "continuous": False, "action_low": [], "action_high": [],
-        "action_nvec": [], "multi_binary": False, "obs_encoding": "none",
+        "obs_shape": [frames, 84, 84], "n_actions": 6, "continuous": False, "action_low": [],
+        "action_high": [], "action_nvec": [], "multi_binary": False, "obs_encoding": "none",
     }  # fmt: skip
     saved_config = json.loads(json.dumps(state["config"]))
     assert saved_config == {key: config[key] for key in saved_config}
     model = build_model(Config.from_dict(state["config"]), Spaces.of_checkpoint(state))
-    model.load_state_dict(state["model_state"])  # strict: every weight of the conv net and LSTM, no other
-    assert state["model_state"]["lstm.weight_ih"].shape[0] == 4 * 256
+    model.load_state_dict(state["model_state"])  # strict: every weight of the conv net (and LSTM), no other
+    assert state["model_state"]["encoder.0.weight"].shape[1] == frames  # the first convolution's input
+    lstm = [key for key in state["model_state"] if key.startswith("lstm.")]
+    assert (state["model_state"]["lstm.weight_ih"].shape[0] == 4 * lstm_size) if lstm_size else not lstm
     (moments,) = state["optimizer_state"]["state"].values()  # the shared Adam over the one flat buffer
     assert float(moments["step"]) > 0 and bool(moments["exp_avg_sq"].gt(0).any())
     best = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=True)
@@ -130,19 +132,22 @@ def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token, backend,
 
 
 @needs("ale_py", "atari")
-def test_pong_cnn_lstm_over_a_frame_stack_trains_on_ray(run_dir, token, backend_args):
-    """The preset's CNN-LSTM fed 4 stacked frames, on Ray: the worker actors' frame stack and LSTM state."""
-    sets = ("eval_episodes=1", "frame_stack=4")  # one worker actor: what differs on Ray is per actor
+@pytest.mark.parametrize("backend", ["local"])  # on Ray: the frame-stacked run below
+def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token, backend, backend_args):
+    """The preset's A3C-LSTM (one frame in, an LSTM of 256)."""
+    summary, played = train_and_evaluate(run_dir, token, backend_args, "ALE/Pong-v5", 400, "eval_episodes=1")
+    check_pong_game(played)
+    check_pong_run(run_dir, summary, frames=1, lstm_size=256)
+
+
+@needs("ale_py", "atari")
+def test_pong_frame_stack_trains_on_ray(run_dir, token, backend_args):
+    """A3C FF (the conv net over 4 stacked frames, no LSTM) on Ray, with one worker actor: the LSTM's code is
+    the backends' shared learner's, trained by the local run above."""
+    sets = ("eval_episodes=1", "lstm_size=0", "frame_stack=4")
     summary, played = train_and_evaluate(run_dir, token, backend_args, "ALE/Pong-v5", 400, *sets, workers=1)
-    assert summary["total_updates"] > 0
-    # One whole game, ended by a side reaching 21 points: a whole, non-zero score (no draw in Pong).
-    score, length = played["mean_return"], played["mean_length"]
-    assert played["episodes"] == 1 and score == int(score) != 0 and -21 <= score <= 21, played
-    assert 21 * PONG_MIN_STEPS_PER_POINT <= length < PONG_FRAME_CAP_STEPS, played
-    state = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
-    assert state["spaces"]["obs_shape"] == [4, 84, 84]
-    assert state["config"]["lstm_size"] == 256 and state["model_state"]["lstm.weight_ih"].shape[0] == 4 * 256
-    assert state["model_state"]["encoder.0.weight"].shape[1] == 4  # the first convolution reads 4 frames
+    check_pong_game(played)
+    check_pong_run(run_dir, summary, frames=4, lstm_size=0)
 
 
 @BACKENDS
