@@ -59,13 +59,16 @@ class RemoteEvaluator(Evaluator):
         while True:
             self.play_id += 1
             obs_norm = None if self.obs_snapshot is None else self.obs_snapshot.state_dict()
+            # Whether the actor was up when this play was sent: one sent while Ray was still (re)starting it
+            # may fail as unavailable even after the new actor's first beat has answered.
+            was_up = self.actor_answered
             ref = self.actor.play.remote(self.flat.numpy(), episodes, seed, self.play_id, obs_norm)
             try:
                 result = self._await(ref, should_stop)
             except _Hung as exc:
                 problem = str(exc)
             except ActorUnavailableError as exc:
-                if self.actor_answered:  # it was up: this is a crash
+                if was_up:  # it was up: this is a crash
                     problem = f"died ({type(exc).__name__})"
                 elif should_stop():
                     return np.zeros(episodes), np.zeros(episodes, np.int64)
