@@ -77,19 +77,24 @@ def run_a3c(*args: str, timeout: float = 300, token: str = "") -> subprocess.Com
     )
 
 
+def a3c_exit_code(*args: str) -> int:
+    """``a3c ARGS`` in this process (its output where sys.stdout and sys.stderr point); its exit code."""
+    from a3c.cli import main
+
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    return 0
+
+
 def call_a3c(*args: str) -> subprocess.CompletedProcess:
     """``a3c ARGS`` in this process, its output captured: what ``run_a3c`` returns, without an interpreter
     and torch to start (about 2 s of CPU each). Only for a command that starts no process and changes no
     process-wide setting: ``evaluate`` without ``--video``, or one refused before it starts anything."""
-    from a3c.cli import main
-
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        code = a3c_exit_code(*args)
     return subprocess.CompletedProcess(["a3c", *args], code, out.getvalue(), err.getvalue())
 
 

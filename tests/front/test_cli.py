@@ -11,20 +11,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from a3c.cli import cli, main
+from a3c.cli import cli
 from a3c.core.config import Config
 from a3c.options import config_options, option_fields
 from a3c.run.rundir import default_run_dir
-from tests.conftest import run_a3c
+from tests.conftest import a3c_exit_code, run_a3c
 
-
-def call(*args: str) -> int:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    return code
+call = a3c_exit_code  # what the tests of this folder and others import by this name
 
 
 def bad(capsys, *args: str) -> str:
