@@ -31,9 +31,9 @@ evaluate: $(STAMP)
 # As CI runs it (.ci/run): every extra installed, so a test of one that is missing fails instead of skipping;
 # TEST_WORKERS pytest processes side by side (pytest-xdist, a test module's tests in one of them); the 25
 # slowest tests listed at the end.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test: $(STAMP)
-	A3C_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
+	A3C_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow"

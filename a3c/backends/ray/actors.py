@@ -116,16 +116,15 @@ class ParameterServer:
         total = self.base + self.slots.sum(axis=1)
         return self.flat.numpy().copy(), int(total[0]), int(total[1]), self.stats.arrays()
 
-    def drain(self) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
-        """The records since the last drain, the per-worker counter slots [3, workers], the seconds since
-        each worker last called [workers] (inf: never; ages, not times, as the driver's clock may differ) and
-        how often each worker registered [workers] (a restarted one registers again)."""
+    def drain(self) -> tuple[list, np.ndarray, np.ndarray]:
+        """The records since the last drain, the per-worker counter slots [3, workers] and the seconds since
+        each worker last called [workers] (inf: never; ages, not times, as the driver's clock may differ)."""
         if self.synced_updates > 0:
             # tests: a server that hangs once training is under way and a checkpoint holds some of it (a count
             # of updates alone raced the first checkpoint on a fast machine)
             injected_hang("server")
         records, self.records = self.records, []
-        return records, self.slots.copy(), time.monotonic() - self.contact, self.registrations.copy()
+        return records, self.slots.copy(), time.monotonic() - self.contact
 
     def non_finite_counts(self) -> dict[str, int]:
         """{parameter name: NaN/inf values} for the parameters that have any (empty: all finite), counted on

@@ -106,10 +106,10 @@ class RayRun:
             now = time.monotonic()
             self.loop_started = [now] * config.workers  # the start-up timeout applies until STARTUP_TIMEOUT_S
             self.hung: dict[int, str] = {}  # workers killed as hung, why (for their crash report)
-            # Crashed workers whose new incarnation has not registered yet (their registrations at the crash):
-            # a loop started meanwhile may fail as "unavailable", which is not another crash.
-            self.coming_back: dict[int, int] = {}
-            self.started_early: set[int] = set()  # workers whose current loop was started while coming back
+            # Each worker's update count on the server when its current loop was sent: a loop that fails as
+            # "unavailable" before it pushed once never ran (Ray was still restarting the actor, or this
+            # client still held the dead incarnation's address), so it is sent again, not counted.
+            self.updates_at_send = np.zeros(config.workers, np.int64)
             self.worker_restarts = [0] * config.workers
             # Retried by RemoteEvaluator itself (max_task_retries=0), so hangs and crashes share one budget.
             self.eval_actor = actor = EvalActor.options(
@@ -203,13 +203,10 @@ class RayRun:
         else:
             self.eval_stop.wait(timeout)  # no loop left (the run is failing): just pace the trainer's loop
         try:
-            records, slots, ages, registrations = self._ask_server("drain")
+            records, slots, ages = self._ask_server("drain")
         except ActorFailed as exc:
             return [exc.record(), *self._eval_records()]
         self._mirror_counters(slots)
-        for i, before in list(self.coming_back.items()):
-            if registrations[i] > before:
-                del self.coming_back[i]  # its new incarnation has registered
         self._kill_hung_workers(ages)
         for i, ref in list(self.loops.items()):
             done, _ = ray.wait([ref], timeout=0)
@@ -220,11 +217,11 @@ class RayRun:
                 del self.loops[i]  # stopped on request
             except (RayActorError, RayTaskError) as exc:
                 starting = time.monotonic() - self.loop_started[i] < STARTUP_TIMEOUT_S
-                if isinstance(exc, ActorUnavailableError) and i in self.started_early and starting:
-                    self._start_loop(i)  # Ray was still restarting it: ask again
+                never_ran = slots[1, i] == self.updates_at_send[i]
+                if isinstance(exc, ActorUnavailableError) and never_ran and starting and i not in self.hung:
+                    self._start_loop(i, slots)  # not up yet: ask again
                     continue
                 self.worker_restarts[i] += 1
-                self.coming_back[i] = int(registrations[i])
                 why = self.hung.pop(i, None)
                 if self.worker_restarts[i] > self.config.max_restarts:
                     detail = why or str(exc)[-2500:]
@@ -238,7 +235,7 @@ class RayRun:
                         file=sys.stderr,
                         flush=True,
                     )
-                    self._start_loop(i)
+                    self._start_loop(i, slots)
                     self.loop_started[i] = time.monotonic()
         return [*records, *self._eval_records()]
 
@@ -252,12 +249,10 @@ class RayRun:
                 continue  # still running or failed: its last window is lost, as a crashed process's is
         return records
 
-    def _start_loop(self, i: int) -> None:
+    def _start_loop(self, i: int, slots: np.ndarray) -> None:
+        """Send worker ``i``'s loop again; ``slots`` [3, workers]: the server's counters just drained."""
         self.loops[i] = self.workers[i].run.remote()
-        if i in self.coming_back:
-            self.started_early.add(i)
-        else:
-            self.started_early.discard(i)
+        self.updates_at_send[i] = slots[1, i]
 
     def _kill_hung_workers(self, ages: np.ndarray) -> None:
         """Kill (for Ray to restart) each running worker that has not called the server for ``hang_timeout``
