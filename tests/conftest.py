@@ -449,13 +449,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-# `make test`'s slowest modules and their seconds (pytest's time per module, one run with a busy core). They
-# are collected first, longest first, and `make test` hands modules out in collection order
-# (--no-loadscope-reorder), so its pytest processes finish together; other modules follow in their order.
-# A stale figure costs balance, never correctness.
-SLOWEST_MODULES_S = {
-    "tests/backends/test_ray_cluster.py": 117,
-    "tests/backends/test_ray.py": 113,
+# How `make test` (pytest-xdist, --dist loadfile) shares the suite between its pytest processes. A unit of
+# work is a module, whose tests run in one process in order (a module-scoped fixture is made once), except
+# that the modules below that start Ray clusters form one unit: run side by side on a loaded 2-core machine,
+# their start-ups overran Ray's fixed 30-s wait for a node to register with its head.
+RAY_UNIT = "the Ray backend's modules"
+UNIT_OF_MODULE = {
+    "tests/backends/test_ray.py": RAY_UNIT,
+    "tests/backends/test_ray_cluster.py": RAY_UNIT,
+    "tests/backends/test_ray_server_death.py": RAY_UNIT,
+}
+# The slowest units and their seconds (pytest's time per module, one `make test` with a busy core). They are
+# collected first, longest first, and handed out in that order (--no-loadscope-reorder), so the processes
+# finish together; other modules follow in collection order. A stale figure costs balance, not correctness.
+SLOWEST_UNITS_S = {
+    RAY_UNIT: 266,
     "tests/e2e/test_extras_smoke.py": 89,
     "tests/e2e/test_reliability.py": 87,
     "tests/e2e/test_health_warnings.py": 85,
@@ -466,7 +474,6 @@ SLOWEST_MODULES_S = {
     "tests/envs/test_atari_vector.py": 69,
     "tests/front/test_analysis.py": 57,
     "tests/e2e/test_train.py": 50,
-    "tests/backends/test_ray_server_death.py": 36,
     "tests/front/test_bench.py": 35,
     "tests/e2e/test_export.py": 33,
     "tests/e2e/test_deterministic.py": 28,
@@ -477,16 +484,36 @@ SLOWEST_MODULES_S = {
 }
 
 
+def scheduling_unit(nodeid: str) -> str:
+    """The unit of `make test`'s scheduling a test belongs to: its module, or the module's group."""
+    module = nodeid.split("::", 1)[0]
+    return UNIT_OF_MODULE.get(module, module)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: without the plugin, never called
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Under ``--dist loadfile``: loadfile's scheduling by ``scheduling_unit`` (else None: xdist's own)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ByUnit(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scheduling_unit(nodeid)
+
+    return ByUnit(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without ``--learning``, the learning curves are deselected: their pass condition is a race against
     the clock on a machine whose load is unknown, which `make test` must never depend on. The slowest
-    modules go first (SLOWEST_MODULES_S); the order within a module is kept."""
+    units go first (SLOWEST_UNITS_S); the order within a unit is kept."""
     if not config.getoption("--learning"):
         deselected = [item for item in items if item.get_closest_marker("learning")]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = [item for item in items if not item.get_closest_marker("learning")]
-    items.sort(key=lambda item: -SLOWEST_MODULES_S.get(item.nodeid.split("::")[0], 0))
+    items.sort(key=lambda item: -SLOWEST_UNITS_S.get(scheduling_unit(item.nodeid), 0))
 
 
 SEED_ID = re.compile(r"-?seed\d+-?")
