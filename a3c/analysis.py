@@ -51,7 +51,7 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def load_run(path: str | Path) -> Runs:
-    """Load one run directory (the DESIGN contract: config.json, eval.csv, episodes.csv, metrics.csv,
+    """Load one run directory (docs/runs.md: config.json, eval.csv, episodes.csv, metrics.csv,
     summary.json when it finished)."""
     path = Path(path)
     config = json.loads((path / "config.json").read_text())

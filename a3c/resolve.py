@@ -34,7 +34,7 @@ def env_defaults(info: EnvInfo) -> dict[str, Any]:
     if not info.spaces.image:
         # Unscaled returns (Acrobot's -1 per step: values near -100) give the critic errors in the tens, and
         # the policy gradient noise of that size drove Acrobot's policy to uniform (entropy 0.01) or to a
-        # single action (entropy 0) in every run; scaled, 3 of 3 seeds solved in 2-8 s (issue 14's note).
+        # single action (entropy 0) in every run; scaled, 3 of 3 seeds solved in 2-8 s.
         values["reward_scale"] = True
     if info.spaces.image:
         values.update(model="cnn", lstm_size=256, t_max=20, lr=1e-4, max_grad_norm=40.0, eval_interval=30.0)
@@ -43,7 +43,7 @@ def env_defaults(info: EnvInfo) -> dict[str, Any]:
     if info.spaces.continuous:
         # No entropy bonus for a learned σ (SB3's default too): 0.01 pushed HalfCheetah's and Pendulum's log σ
         # to its cap of 2 in every dimension, training on clipped noise (HalfCheetah 828 vs SB3's 906 after
-        # 200 s; issue 14's note). Discrete policies keep 0.01, with which the discrete half of the suite won.
+        # 200 s). Discrete policies keep 0.01, with which the discrete half of the suite won.
         values["entropy_coef"] = 0.0
     return values
 
@@ -108,6 +108,6 @@ def resolve_config(
         # nats); its six runs at 1e-3 stayed above -9 (a3c/algo/health.py).
         values["entropy_coef"] = TANH_ENTROPY_COEF
     if "confirm_episodes" not in chosen and values.get("target_return") is not None:
-        # Any target, the spec's or the user's: a lucky evaluation must not end the run (issue 14).
+        # Any target, the spec's or the user's: a lucky evaluation must not end the run.
         values["confirm_episodes"] = confirm_episodes(info.max_episode_steps)
     return check_fits(Config(**values).validate(), info)

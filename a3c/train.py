@@ -68,7 +68,7 @@ class Trainer:
         resume: dict[str, Any] | None = None,
     ):
         self.config, self.info, self.serial = config, info, serial
-        torch.set_num_threads(1)  # DESIGN invariant 3: measured 10x slower on 2 cores without it
+        torch.set_num_threads(1)  # invariant 3: measured 10x slower on 2 cores without it
         torch.manual_seed(config.seed)
         state = build_state(config, info, resume, str(run_dir / "checkpoints" / "last.pt"))
         self.model, self.optimizer, self.counters = state.model, state.optimizer, state.counters

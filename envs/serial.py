@@ -4,7 +4,7 @@ Why not ``gymnasium.vector.SyncVectorEnv``: on CartPole its step costs 34 µs fo
 takes 15 µs (single-dispatch action iteration, info merging, ``np.stack`` and three array copies per step).
 A3C's classic setting steps one env per worker, so that overhead was a fifth of a whole env step + update.
 This class does only what the learner and the evaluator use, with SyncVectorEnv's semantics in
-``AutoresetMode.SAME_STEP`` (tests/test_envs.py checks the two agree step for step).
+``AutoresetMode.SAME_STEP`` (tests/envs/test_envs.py checks the two agree step for step).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Process target for tests/test_shared.py: it runs in a spawned child, so it lives in its own module."""
+"""Process target for tests/runtime/test_shared.py: it runs in a spawned child, so it lives in its own
+module."""
 
 from __future__ import annotations
 

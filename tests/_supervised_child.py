@@ -1,5 +1,5 @@
-"""Process targets for tests/test_supervisor.py: they run in children of the forkserver, so they live in a
-module of their own (a test module's functions would drag pytest into the child)."""
+"""Process targets for tests/runtime/test_supervisor.py: they run in children of the forkserver, so they live
+in a module of their own (a test module's functions would drag pytest into the child)."""
 
 from __future__ import annotations
 

@@ -140,7 +140,7 @@ class Learner:
         else:
             loss = segment_loss(self.local_model, *loss_args, self.dist)
             grad_norm = compute_gradients(loss.total, self.local_grad, cfg.max_grad_norm)
-        self.grad_guard.check()  # DESIGN invariant 2: the gradient handed off is this update's
+        self.grad_guard.check()  # invariant 2: the gradient handed off is this update's
         # One NaN/inf gradient would poison the shared weights and moments of every worker: skip that step.
         if math.isfinite(grad_norm):
             hand_off_gradients(self.local_grad, self.shared_flat)

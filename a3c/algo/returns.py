@@ -1,7 +1,7 @@
 """Advantage estimation for one rollout segment: GAE(λ) (λ = 1: the A3C paper's n-step bootstrapped returns).
 
 Pure numpy math (a loop over T of torch ops cost ~25 µs per step; numpy's ~2 µs). ``terminated`` and
-``truncated`` stay separate (DESIGN invariant 4): a true terminal has no future value; a time-limit cut
+``truncated`` stay separate (invariant 4): a true terminal has no future value; a time-limit cut
 bootstraps from V(final observation) — the observation gymnasium reports in ``info["final_obs"]``, not the
 reset observation that follows it.
 """

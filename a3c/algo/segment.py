@@ -4,7 +4,7 @@ batch's values.
 
 Both gradient paths import this (``a3c.algo.update.segment_loss``: autograd; ``a3c.algo.mlp_grad``: the
 numpy MLP in closed form), and neither imports the other. ``terminated`` and ``truncated`` stay separate
-(DESIGN invariant 4): a truncated step bootstraps from V(its final observation), which is in the batch.
+(invariant 4): a truncated step bootstraps from V(its final observation), which is in the batch.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Segment:
 def segment_batch(seg: Segment) -> np.ndarray:
     """Every observation the update of ``seg`` needs, as one batch [T*B + B + M, ...]: the T×B
     observations, the B observations after the last step (bootstrap values) and the M final observations
-    of truncated steps (their bootstrap values, DESIGN invariant 4), in that order."""
+    of truncated steps (their bootstrap values, invariant 4), in that order."""
     steps, num_envs = seg.obs.shape[:2]
     trunc_t, trunc_b = seg.truncated.nonzero()
     return np.concatenate(

@@ -27,7 +27,7 @@ class BackendFailed(RuntimeError):
 
 class Backend(Protocol):
     """One run's execution. Records are what the monitor takes: lists of EpisodeRecord, MetricsRecord,
-    EvalRecord, ErrorRecord. Every call returns within its timeout (DESIGN invariant 7)."""
+    EvalRecord, ErrorRecord. Every call returns within its timeout (invariant 7)."""
 
     restarts: int  # child or actor restarts so far
 

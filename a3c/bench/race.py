@@ -25,7 +25,7 @@ from typing import Any
 
 from a3c.bench.harness import check_exit, run_python
 
-# The suite of issue 14: every env with presets disabled for ours, SB3's default settings for the peer; the
+# The race's suite: every env with presets disabled for ours, SB3's default settings for the peer; the
 # last is registered by its own module, as a user's env would be.
 SUITE = (
     "CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3", "HalfCheetah-v5", "Hopper-v5",

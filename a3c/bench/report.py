@@ -119,6 +119,6 @@ def markdown(results: dict[str, Any]) -> str:
         ("evaluator_share_us", "evaluator share (its CPU / all env steps, solve runs)"),
     ):
         lines.append(f"| {label} | {fmt(parts.get(key), 1)} |")
-    lines += ["", "### Targets (issue 3)", ""]
+    lines += ["", "### Targets", ""]
     lines += [f"- [{'x' if ok else ' '}] {name}" for name, ok in s["checks"].items()]
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""The run directory (DESIGN.md's contract): its default path, its creation, config.json and summary.json.
+"""The run directory (docs/runs.md): its default path, its creation, config.json and summary.json.
 (The CSV logs are ``a3c.run.csvlog``, the checkpoints ``a3c.run.checkpoints``.)
 
 Everything whole-file is written to a temp file and renamed into place, so nothing is ever half written.

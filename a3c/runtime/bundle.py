@@ -22,7 +22,7 @@ from envs import EnvInfo
 @dataclass(frozen=True)
 class SharedState:
     """Created by the trainer before any child starts; the tensors and counters live in shared memory, so a
-    child's pickled copy writes the same memory (DESIGN "shared memory").
+    child's pickled copy writes the same memory (docs/how-it-works.md, "What runs").
 
     model: the global actor-critic (parameters are views into one flat shared buffer).
     optimizer: the shared optimizer over that buffer (state created eagerly).
@@ -44,7 +44,7 @@ class SharedState:
     reward_stats: SharedObsStats | None = None
 
     def snapshot(self) -> dict[str, Any]:
-        """The shared state as one instant (DESIGN invariant 10): weights, optimizer moments and steps,
+        """The shared state as one instant (invariant 10): weights, optimizer moments and steps,
         counters and statistics, each copied once and back to back, before anything slow (a save) runs.
         The workers keep writing meanwhile; a checkpoint must not pair these weights with later moments."""
         with torch.no_grad():

@@ -20,7 +20,7 @@ from a3c.runtime.shared import Heartbeats
 class ChildGuard:
     """Set up a spawned child and watch for reasons to exit that do not come through the stop flag.
 
-    On creation: ``torch.set_num_threads(1)`` (DESIGN invariant 3); SIGINT ignored (the trainer handles
+    On creation: ``torch.set_num_threads(1)`` (invariant 3); SIGINT ignored (the trainer handles
     Ctrl-C and stops children through the stop flag); SIGTERM recorded, so that a SIGTERM sent to the whole
     process group (as ``timeout`` or a batch scheduler do) ends the child at its next update instead of
     killing it mid-write. ``should_exit()`` is also true once the parent is gone (no orphan trains on), and

@@ -4,7 +4,7 @@ Why not spawn: a spawned child imports torch afresh — about 2.5 s of CPU each 
 three children took ~4 s to start, more than CartPole takes to learn. The forkserver imports them once, in
 a process of its own that starts while the trainer is still importing torch itself (``start_early``); each
 child is then a fork of it, ready in milliseconds. A fork of the forkserver, not of the trainer: no threads,
-locks or CUDA state of the trainer are copied (the reason DESIGN rules out plain fork). This module imports
+locks or CUDA state of the trainer are copied (why plain fork is ruled out). This module imports
 no torch, so the CLI can start the server before its own heavy imports.
 """
 

@@ -1,7 +1,7 @@
 """The evaluator: greedy episodes from a copy of the shared weights, eval.csv, best.pt, the stop at target.
 
 ``Evaluator`` does the work; ``evaluator_main`` is the thin process shell around it. The evaluator only
-reads the shared weights (DESIGN invariant 6) and plays on a seed stream no worker uses.
+reads the shared weights (invariant 6) and plays on a seed stream no worker uses.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ class Counters(_NumpyViews):
 
     ``steps[i]`` env steps, ``updates[i]`` optimizer updates and ``skipped[i]`` updates skipped for a
     non-finite gradient, by worker i; ``base`` holds the totals a resumed run starts from [steps, updates,
-    skipped], so totals never go back across a resume (DESIGN invariant 5).
+    skipped], so totals never go back across a resume (invariant 5).
     """
 
     def __init__(self, num_workers: int, base_steps: int = 0, base_updates: int = 0, base_skipped: int = 0):
@@ -64,7 +64,7 @@ class Counters(_NumpyViews):
 
     def snapshot(self) -> dict[str, int | torch.Tensor]:
         """The totals and this run segment's per-worker slots, each slot read once (for a checkpoint): a total
-        summed from a second read could count an update the copied slots do not hold (DESIGN invariant 9)."""
+        summed from a second read could count an update the copied slots do not hold (invariant 9)."""
         steps, updates, skipped = self.steps.clone(), self.updates.clone(), self.skipped.clone()
         return {
             "global_step": int(self.base[0]) + int(steps.sum()),

@@ -1,4 +1,4 @@
-"""The Ray backend's finite check (issue 12, item 8): the server counts non-finite weights and the driver
+"""The Ray backend's finite check: the server counts non-finite weights and the driver
 receives only that verdict; the full state crosses only for checkpoints. No Ray cluster: the server class
 runs in this process and the driver's side gets a stand-in."""
 

@@ -275,7 +275,7 @@ def test_box_actions_without_a_preset_get_a_gaussian_on_normalised_observations(
 
 
 def test_box_actions_get_no_entropy_bonus_and_discrete_ones_keep_it():
-    # A learned σ, clipped actions: 0.01 drove HalfCheetah's and Pendulum's log σ to its cap (issue 14).
+    # A learned σ, clipped actions: 0.01 drove HalfCheetah's and Pendulum's log σ to its cap.
     assert resolve_config(_info((5,), True), {}, {}).entropy_coef == 0.0
     assert resolve_config(_info((5,), False), {}, {}).entropy_coef == 0.01
     assert resolve_config(_info((5,), True), {}, {"entropy_coef": 0.02}).entropy_coef == 0.02  # --set wins

@@ -1,4 +1,4 @@
-"""The run-dir contract users and notebooks rely on (DESIGN.md "Files a run leaves", "CLI shape"): the
+"""The run-dir contract users and notebooks rely on (docs/runs.md, docs/cli.md): the
 default run-dir name, --force, every summary.json key, every TensorBoard tag, `a3c config-keys`, and that
 --serial starts no child process (in-process: any attempt to start one fails)."""
 
@@ -108,7 +108,7 @@ def test_train_without_run_dir_creates_runs_env_stamp_seed(serial_run):
 
 
 NUMBER = (int, float)
-# DESIGN.md's keys first, then the rest of what RunMonitor.summary writes; the types a reader may rely on
+# docs/runs.md's keys first, then the rest of what RunMonitor.summary writes; the types a reader may rely on
 # (None where nothing was measured).
 SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
     "env_id": (str,),

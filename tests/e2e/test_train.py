@@ -174,7 +174,7 @@ def test_signal_stops_the_run_and_leaves_no_child(run_dir, token, signum, to_gro
 
 @pytest.mark.slow
 def test_worker_failure_exits_1_naming_the_worker(run_dir, token):
-    # No restarts allowed: the first crash ends the run (tests/test_reliability.py covers restarts).
+    # No restarts allowed: the first crash ends the run (tests/e2e/test_reliability.py covers restarts).
     args = "train --env tests.testing_envs:Faulty-v0 --workers 2 --eval-interval 600 --set max_restarts=0"
     result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=120, token=token)
     err = result.stderr

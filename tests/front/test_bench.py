@@ -60,7 +60,7 @@ def test_summary_checks_every_target():
 
 
 def test_bench_needs_sane_arguments(capsys):
-    # In this process (tests/test_cli.py runs bad input as a real command once): one error line, exit 2.
+    # In this process (tests/front/test_cli.py runs bad input as a real command once): one error line, exit 2.
     from a3c.cli import main
 
     with pytest.raises(SystemExit) as exit_info:

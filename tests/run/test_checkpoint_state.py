@@ -1,5 +1,5 @@
 """What a training checkpoint holds: one instant of the shared state, and the reward statistics a resume
-continues from (issue 12, items 3 and 4). In-process serial trainers: no child process."""
+continues from. In-process serial trainers: no child process."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The evaluator's choice of best.pt (issue 12, item 6): like with like across confirmed evaluations."""
+"""The evaluator's choice of best.pt: like with like across confirmed evaluations."""
 
 from __future__ import annotations
 
@@ -129,3 +129,20 @@ def test_evaluations_by_steps_come_at_each_multiple_of_the_interval_whatever_the
     assert not resumed.due(5999) and resumed.due(6000)
     by_time = EvalSchedule(Config(env_id="CartPole-v1", eval_interval=1e9), global_step=0)
     assert not by_time.due(10**9)  # without a step interval, steps do not matter
+
+
+def test_an_evaluation_reads_the_shared_weights_and_writes_nothing_shared(tmp_path):
+    """The evaluator plays its own copy of the weights: the shared parameters, the optimizer's state and the
+    counters are bit for bit what they were, and the copy does not alias the shared memory."""
+    shared = cartpole_state(tmp_path, target=500.0, mark=0.25)
+    evaluator = Evaluator(shared, seed=3)
+    before = [p.detach().clone() for p in shared.model.parameters()]
+    moments = {k: v.clone() for k, v in shared.optimizer.state_dict()["state"][0].items()}
+    assert moments  # created eagerly: there is state to compare
+    record = evaluator.evaluate()
+    assert record is not None and record.episodes == 10
+    assert all(torch.equal(a, b) for a, b in zip(before, shared.model.parameters(), strict=True))
+    assert all(torch.equal(v, shared.optimizer.state_dict()["state"][0][k]) for k, v in moments.items())
+    assert shared.counters.total_steps == shared.counters.total_updates == 0
+    assert evaluator.flat.data_ptr() != evaluator.shared_flat.data_ptr()
+    assert float(next(evaluator.model.parameters()).flatten()[0]) == 0.25  # it played the shared weights

@@ -18,7 +18,7 @@ too long because RayRun is (see its docstring); the design notes below cover the
 A worker actor that dies is restarted by Ray (up to ``max_restarts``) and its loop is started again; the
 server itself is not restarted (its state is in the last checkpoint: ``--resume``).
 
-No wait is without a timeout (DESIGN invariant 7), and a hung actor is treated like a hung local child:
+No wait is without a timeout (invariant 7), and a hung actor is treated like a hung local child:
 - a worker actor that sends the server nothing for ``hang_timeout`` s is killed and restarted by Ray (its
   loop too), within ``max_restarts``; past that the run fails naming it;
 - the evaluator actor reports, on request, when its episodes last advanced; one silent for ``hang_timeout`` s
