@@ -1,5 +1,5 @@
-"""Process target for tests/runtime/test_shared.py: it runs in a spawned child, so it lives in its own
-module."""
+"""Process targets for tests/runtime/test_shared.py, tests/runtime/test_context.py and
+tests/algo/test_optim.py: they run in spawned children, so they live in a module of their own."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
+from tests.helpers import (
     ROOT,
     TOKEN_VAR,
     a3c_env,

@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 
-from tests.conftest import TOKEN_VAR, all_pids, descendants, leaked
+from tests.helpers import TOKEN_VAR, descendants
+from tests.leaks import all_pids, leaked
 
 # A child that starts a grandchild in a new session and exits at once: the grandchild is orphaned.
 ORPHAN = (

@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 MAX_MODULE_LINES, MAX_CLASS_LINES = 300, 200
 MODULES = sorted([*(ROOT / "a3c").rglob("*.py"), *(ROOT / "envs").rglob("*.py")])

@@ -173,5 +173,5 @@ def non_finite_counts(model: nn.Module) -> dict[str, int]:
     """NaN/inf values per parameter of ``model``, read from a copy: a parameter in shared memory that a worker
     is writing must be read once per value. ``torch.isfinite`` reads each value twice (x == x and |x| != inf)
     and reports one that changed between the reads as non-finite: measured on a tensor under a concurrent
-    ``add_``, about half of all checks saw a "NaN" that never existed (tests/runtime/test_shared.py)."""
+    ``add_``, about half of all checks saw a "NaN" that never existed (tests/algo/test_optim.py)."""
     return {name: int((~torch.isfinite(p.detach().clone())).sum()) for name, p in model.named_parameters()}

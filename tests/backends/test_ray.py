@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, a3c_env, call_a3c, data_rows, read_json, run_a3c
+from tests.helpers import ROOT, a3c_env, call_a3c, data_rows, read_json, run_a3c
 from tests.ray_head import (
     WAIT_CAP_S,
     RayHead,
@@ -35,7 +35,7 @@ from tests.ray_head import (
     wait_for,
 )
 
-__import__("tests.conftest", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
+__import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 pytestmark = pytest.mark.slow
 
 from a3c.backends.ray.actors import INJECTED_HANG_TIMEOUT_S  # noqa: E402 - after the extra's guard

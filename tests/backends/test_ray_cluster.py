@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
+from tests.helpers import (
     ROOT,
     a3c_env,
     alive,
@@ -46,7 +46,7 @@ from tests.ray_head import (
     wait_for,
 )
 
-__import__("tests.conftest", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
+__import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 pytestmark = pytest.mark.slow
 
 # The GCS declares a node dead after this many failed health checks this far apart (Ray's default: 5, 3 s

@@ -11,7 +11,7 @@ from a3c.algo.learner import build_shared
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from envs import inspect_env
-from tests.conftest import require_extra
+from tests.helpers import require_extra
 
 require_extra("ray", "ray")
 

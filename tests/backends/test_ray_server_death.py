@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, a3c_env, read_json, run_a3c
+from tests.helpers import ROOT, a3c_env, read_json, run_a3c
 from tests.ray_head import WAIT_CAP_S, actor_processes, assert_no_ray_left, end, wait_for
 
-__import__("tests.conftest", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
+__import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 pytestmark = pytest.mark.slow
 
 # The run's --hang-timeout and --max-seconds: caps, never reached. With the hang timeout this long, a run that

@@ -23,7 +23,7 @@ from a3c.cli import main
 from a3c.core.config import Config
 from a3c.run.rundir import default_run_dir
 from a3c.run.tensorboard import EVAL_TAGS, METRIC_TAGS
-from tests.conftest import (
+from tests.helpers import (
     a3c_env,
     call_a3c,
     data_rows,

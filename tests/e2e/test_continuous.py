@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.conftest import call_a3c, read_json, run_a3c
+from tests.helpers import call_a3c, read_json, run_a3c
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import call_a3c, read_json, run_a3c
+from tests.helpers import call_a3c, read_json, run_a3c
 
 pytestmark = pytest.mark.slow
 

@@ -18,9 +18,9 @@ import torch
 from a3c.algo.policy import TorchPolicy
 from a3c.run.checkpoints import load_policy
 from envs import make_vector_env
-from tests.conftest import ROOT, require_extra, run_a3c
 from tests.front.test_cli import call
 from tests.front.test_export import a3c_actions, assert_same_actions, random_checkpoint
+from tests.helpers import ROOT, require_extra, run_a3c
 
 pytestmark = pytest.mark.slow
 

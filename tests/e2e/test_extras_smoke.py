@@ -20,7 +20,7 @@ import torch
 from a3c.algo.learner import build_model
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
-from tests.conftest import call_a3c, read_json, require_extra, run_a3c
+from tests.helpers import call_a3c, read_json, require_extra, run_a3c
 from tests.ray_head import RayHead, join_head, start_ray_head
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import data_rows, read_json, run_a3c
+from tests.helpers import data_rows, read_json, run_a3c
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import ROOT, run_a3c
+from tests.helpers import ROOT, run_a3c
 
 OLD_RUN = ROOT / "tests" / "fixtures" / "old_run"
 

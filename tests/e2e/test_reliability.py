@@ -17,7 +17,7 @@ from a3c.core.config import Config
 from a3c.run.resume import load_resume_checkpoint
 from a3c.train import Trainer
 from envs import inspect_env
-from tests.conftest import (
+from tests.helpers import (
     data_rows,
     end,
     left_behind,

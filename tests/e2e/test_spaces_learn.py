@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from tests.conftest import call_a3c, read_json, run_a3c
+from tests.helpers import call_a3c, read_json, run_a3c
 
 pytestmark = pytest.mark.slow
 

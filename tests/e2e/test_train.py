@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from a3c.run.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS
-from tests.conftest import (
+from tests.helpers import (
     ROOT,
     alive,
     call_a3c,

@@ -9,7 +9,7 @@ import tomllib
 
 import pytest
 
-from tests.conftest import data_rows, end, popen_a3c, read_json, require_extra, run_a3c, wait_until
+from tests.helpers import data_rows, end, popen_a3c, read_json, require_extra, run_a3c, wait_until
 
 pytestmark = pytest.mark.slow
 

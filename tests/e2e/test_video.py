@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from a3c.cli import main
-from tests.conftest import read_json, require_extra, run_a3c
+from tests.helpers import read_json, require_extra, run_a3c
 
 
 def frames_of(path: Path) -> np.ndarray:

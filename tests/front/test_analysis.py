@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from a3c.analysis import aggregate, load_runs, runs_table
-from tests.conftest import ROOT, run_a3c
+from tests.helpers import ROOT, run_a3c
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 

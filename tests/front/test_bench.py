@@ -11,7 +11,7 @@ import pytest
 
 from a3c.bench.harness import ours_throughput
 from a3c.bench.report import markdown, summarize
-from tests.conftest import ROOT, require_extra
+from tests.helpers import ROOT, require_extra
 
 LAGS = {"ours_2x16": 0.9, "ray_2x16_sync1": 1.5, "ray_2x16_sync4": 2.0}
 

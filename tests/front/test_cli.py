@@ -15,7 +15,7 @@ from a3c.cli import cli
 from a3c.core.config import Config
 from a3c.options import config_options, option_fields
 from a3c.run.rundir import default_run_dir
-from tests.conftest import a3c_exit_code, run_a3c
+from tests.helpers import a3c_exit_code, run_a3c
 
 call = a3c_exit_code  # what the tests of this folder and others import by this name
 

@@ -21,8 +21,8 @@ from a3c.algo.rollout import action_dist
 from a3c.core.config import Config
 from a3c.run.checkpoints import SavedPolicy, checkpoint_payload, load_policy, save_checkpoint
 from envs import inspect_env, make_vector_env
-from tests.conftest import require_extra
 from tests.front.test_cli import bad, call
+from tests.helpers import require_extra
 
 
 def random_checkpoint(path: Path, env_id: str, seed: int = 0, **fields) -> Path:

@@ -1,5 +1,6 @@
-"""The test harness itself (tests/conftest.py): the guard for optional extras skips locally and fails in CI,
-and the leak check every test runs under catches a left process or /dev/shm entry, at the right scope."""
+"""The test harness itself (tests/helpers.py, tests/leaks.py): the guard for optional extras skips locally
+and fails in CI, and the leak check every test runs under catches a left process or /dev/shm entry, at the
+right scope."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import tests.conftest as harness
-from tests.conftest import REQUIRE_EXTRAS_VAR, ROOT, descendants, no_leaks, require_extra
+from tests.helpers import REQUIRE_EXTRAS_VAR, ROOT, a3c_env, descendants, require_extra
+from tests.leaks import LEAK_WAIT_S, no_leaks
 
 MISSING = "a3c_test_missing_extra"
 OUTCOMES = (pytest.fail.Exception, pytest.skip.Exception)
@@ -51,7 +52,7 @@ def test_a_guarded_test_module_skips_locally_and_fails_in_ci(tmp_path):
     (tmp_path / "hide_ale.py").write_text("import sys\n\nsys.modules['ale_py'] = None\n")
     outcomes = {}
     for required in ("", "1"):
-        env = harness.a3c_env() | {REQUIRE_EXTRAS_VAR: required}
+        env = a3c_env() | {REQUIRE_EXTRAS_VAR: required}
         env["PYTHONPATH"] = f"{tmp_path}:{env['PYTHONPATH']}"
         outcomes[required] = subprocess.run(
             [sys.executable, "-m", "pytest", "-p", "hide_ale", "-q", "-rs", "tests/envs/test_atari_env.py"],
@@ -67,7 +68,7 @@ def test_a_guarded_test_module_skips_locally_and_fails_in_ci(tmp_path):
 
 @pytest.fixture
 def short_leak_wait(monkeypatch):
-    monkeypatch.setitem(harness.LEAK_WAIT_S, "function", 0.5)
+    monkeypatch.setitem(LEAK_WAIT_S, "function", 0.5)
 
 
 def blocked_cat() -> subprocess.Popen:

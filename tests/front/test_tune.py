@@ -16,7 +16,7 @@ from a3c.core.records import EvalRecord
 from a3c.tune import REPORTS, Reporter, open_study, run_trial
 from a3c.tune_report import best_trial, toml_value, trials_table, write_best_preset
 from a3c.tune_space import DEFAULT_SPACE, TUNABLE, Param, TrialSpec, parse_param, parse_space
-from tests.conftest import ROOT, require_extra
+from tests.helpers import ROOT, require_extra
 
 
 def bad(capsys, *args: str) -> str:
@@ -171,7 +171,7 @@ def test_a_pruning_on_eval_stops_the_run_cleanly(tmp_path):
     # The Trainer's hook: each evaluation reaches on_eval as it arrives; True ends the run, exit 0, "pruned".
     from a3c.train import Trainer
     from envs import inspect_env
-    from tests.conftest import data_rows, read_json
+    from tests.helpers import data_rows, read_json
 
     info = inspect_env("tests.testing_envs:FixedLength-v0")
     config = Config(env_id=info.env_id, workers=1, eval_interval=0.2, max_steps=100_000).validate()

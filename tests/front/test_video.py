@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from a3c.video import WholeRecordVideo
-from tests.conftest import require_extra
+from tests.helpers import require_extra
 
 
 class Counter(gym.Env):

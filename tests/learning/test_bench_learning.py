@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from a3c.bench.race import RacePlan, run_race
-from tests.conftest import require_extra
+from tests.helpers import require_extra
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import read_json, run_a3c
+from tests.helpers import read_json, run_a3c
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
 

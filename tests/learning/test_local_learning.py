@@ -11,8 +11,8 @@ import signal
 
 import pytest
 
-from tests.conftest import end, processes_with_token, read_json, run_a3c, start_cartpole
 from tests.e2e.test_reliability import comm_pids, rows
+from tests.helpers import end, processes_with_token, read_json, run_a3c, start_cartpole
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
 

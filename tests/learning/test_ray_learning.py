@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import read_json, require_extra, run_a3c
+from tests.helpers import read_json, require_extra, run_a3c
 from tests.ray_head import RayHead, assert_no_ray_left, join_head, start_ray_head
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]

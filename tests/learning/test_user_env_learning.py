@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.conftest import read_json, run_a3c
+from tests.helpers import read_json, run_a3c
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
 
