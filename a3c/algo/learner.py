@@ -128,7 +128,24 @@ class Learner:
         self.numpy_grad = MlpGradient(self.local_model, self.dist) if use_numpy else None
 
     def update(self) -> UpdateResult:
-        """Run one full update and return what it did (a non-finite grad_norm: the step was skipped)."""
+        """Run one full update and return what it did (a non-finite grad_norm: the step was skipped).
+
+        The path of one update, file by file (all under a3c/algo/):
+        1. ``update.pull_weights``: copy the shared flat weights into this worker's local flat buffer.
+        2. ``rollout.RolloutCollector.collect``: t_max steps of the worker's envs with ``policy`` (the
+           model's numpy twin, ``mlp.NumpyMlp``, or torch with a carried LSTM state), into a
+           ``segment.Segment`` [t_max, envs, ...].
+        3. The loss and its gradient, into the local flat gradient buffer (``flat.attach_flat_grad``):
+           - the MLP (``numpy_grad``): ``mlp_grad.MlpGradient.loss_and_grad``: ``segment.segment_batch`` →
+             ``mlp.NumpyMlp.forward`` → ``segment.segment_targets`` (``returns.gae``) →
+             ``policy_grad.policy_terms`` → ``mlp.NumpyMlp.backward``; then ``flat.clip_flat_grad``;
+           - otherwise, autograd: ``update.segment_loss`` (the same batch and targets, ``losses.a2c_loss``
+             with ``distributions``' log-probs and entropies) → ``update.compute_gradients`` (backward, clip).
+        4. ``flat.GradViewGuard.check``: every parameter's ``.grad`` still views that buffer (invariant 2).
+        5. ``update.hand_off_gradients``: the shared flat parameter's ``.grad`` is this update's gradient;
+           ``schedule.scheduled_lr``; ``optim.SharedAdam.step`` (or ``SharedRMSprop``) on the shared flat
+           buffer and its shared moments, lock-free.
+        ``tests/algo/test_mlp_grad.py`` checks step 3's numpy path against the autograd one."""
         cfg = self.config
         pull_weights(self.local_flat, self.shared_flat)
         pulled_version, pulled_steps = self.clock()
