@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.leaks import no_leaks
+# The helpers' own asserts report their values as a test's do.
+pytest.register_assert_rewrite("tests.helpers", "tests.leaks", "tests.algo.small_model")
+
+from tests.leaks import no_leaks  # noqa: E402 - after the rewrite is registered
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ REPO_PATH = re.compile(
 )
 TEST_ID = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
 DOTTED = re.compile(r"(?<![\w./-])(a3c(?:\.[A-Za-z_]\w*)+)")
-INVARIANT = re.compile(r"\binvariants? (\d+)")
+INVARIANT = re.compile(r"\binvariants? (\d+)", re.IGNORECASE)
 ISSUE = re.compile(r"\bissues?\s+#?\d+|\bissue #\d+|#\d+\s+issue", re.IGNORECASE)
 OUTSIDE = re.compile(r"\bDESIGN(?:\.md)?\b|\.\./shared\b")
 NUMBERED_INVARIANT = re.compile(r"^(\d+)\. ")
@@ -83,26 +83,31 @@ def module_exists(dotted: str, root: Path) -> bool:
 def problems_in(path: Path, root: Path = ROOT, invariants: set[int] | None = None) -> list[Problem]:
     """Every reference in ``path`` that does not resolve inside ``root``."""
     invariants = invariant_numbers() if invariants is None else invariants
-    found = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        for match in ISSUE.finditer(line):
-            found.append(Problem(path, number, f"cites an issue ({match.group(0)!r}): give the reason"))
-        for match in OUTSIDE.finditer(line):
-            found.append(Problem(path, number, f"cites {match.group(0)!r}, which the repo does not hold"))
-        for target in REPO_PATH.findall(line):
-            if not (root / target).exists():
-                found.append(Problem(path, number, f"names {target}, which does not exist"))
-        for target, name in TEST_ID.findall(line):
-            test_file = root / target
-            defined = rf"^\s*def {name}\b"
-            if test_file.is_file() and not re.search(defined, test_file.read_text(), re.MULTILINE):
-                found.append(Problem(path, number, f"names {target}::{name}, not defined there"))
-        for dotted in DOTTED.findall(line):
-            if not module_exists(dotted.rstrip("."), root):
-                found.append(Problem(path, number, f"names {dotted}, which no module defines"))
-        for n in INVARIANT.findall(line):
-            if int(n) not in invariants:
-                found.append(Problem(path, number, f"cites invariant {n}, not in docs/how-it-works.md"))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:  # not text (a core dump, say): nothing to resolve
+        return []
+    return [
+        Problem(path, number, what)
+        for number, line in enumerate(text.splitlines(), start=1)
+        for what in line_problems(line, root, invariants)
+    ]
+
+
+def line_problems(line: str, root: Path, invariants: set[int]) -> list[str]:
+    """What in one line does not resolve inside ``root``."""
+    found = [f"cites an issue ({match.group(0)!r}): give the reason" for match in ISSUE.finditer(line)]
+    found += [f"cites {match.group(0)!r}, which the repo does not hold" for match in OUTSIDE.finditer(line)]
+    found += [f"names {target}, which does not exist" for target in REPO_PATH.findall(line)
+              if not (root / target).exists()]  # fmt: skip
+    for target, name in TEST_ID.findall(line):
+        test_file = root / target
+        if test_file.is_file() and not re.search(rf"^\s*def {name}\b", test_file.read_text(), re.MULTILINE):
+            found.append(f"names {target}::{name}, not defined there")
+    found += [f"names {dotted}, which no module defines" for dotted in DOTTED.findall(line)
+              if not module_exists(dotted.rstrip("."), root)]  # fmt: skip
+    found += [f"cites invariant {n}, not in docs/how-it-works.md" for n in INVARIANT.findall(line)
+              if int(n) not in invariants]  # fmt: skip
     return found
 
 
@@ -128,7 +133,7 @@ def test_the_checker_finds_each_kind_of_dead_reference(tmp_path: Path):
         "# fine: a3c/algo/optim.py, a3c.algo.optim.SharedAdam, a3c.algo.optim.LIMIT, invariant 2, a3c.json\n"
         "# https://github.com/ray-project/ray/issues/53727, tests/ (a folder), a3c.algo\n"
         "# dead: a3c/algo/gone.py (issue 14's note) DESIGN invariant 3, see DESIGN.md and ../shared\n"
-        "# dead: a3c.algo.gone, a3c.algo.optim.SharedRMSprop, invariant 9; Issue #12\n"
+        "# dead: a3c.algo.gone, a3c.algo.optim.SharedRMSprop, Invariant 9; Issue #12\n"
         "# tests/t.py::test_here is fine, tests/t.py::test_gone is not\n"
     )
     (tmp_path / "tests").mkdir()

@@ -113,17 +113,30 @@ def test_a_loop_that_trained_and_becomes_unavailable_counts_each_time(capsys):
     assert "restarting its loop (1/3)" in err and "restarting its loop (2/3)" in err
 
 
+def test_a_first_loop_that_fails_before_its_first_push_counts(capsys):
+    """Only a loop sent after a crash may be still waiting for Ray's restart: a worker that dies before it
+    pushed once (out of memory at its first update, say) is a crash, reported and counted."""
+    worker_1 = Worker([Loop(unavailable("died at its first update")), Loop()])
+    drv = driver(worker_1, [[50, 0]])
+    drv.poll(0.0)
+    assert drv.worker_restarts == [0, 1]
+    err = capsys.readouterr().err
+    assert "warning: worker 1 crashed (ActorUnavailableError); restarting its loop (1/3)" in err
+
+
 def test_past_its_start_up_time_an_unavailable_loop_counts_even_if_it_never_ran():
     worker_1 = Worker([Loop(unavailable("never came up")), Loop()])
     drv = driver(worker_1, [[50, 0]])
+    drv.worker_restarts[1] = 1  # its loop was sent after a crash, more than the start-up time ago
     drv.loop_started[1] -= driver_module.STARTUP_TIMEOUT_S + 1
     drv.poll(0.0)
-    assert drv.worker_restarts == [0, 1]
+    assert drv.worker_restarts == [0, 2]
 
 
 def test_a_worker_killed_as_hung_counts_even_before_its_first_push():
     worker_1 = Worker([Loop(unavailable("killed")), Loop()])
     drv = driver(worker_1, [[50, 0]])
+    drv.worker_restarts[1] = 1
     drv.hung[1] = "sent nothing to the parameter server for 9 s (hung) and was killed"
     drv.poll(0.0)
-    assert drv.worker_restarts == [0, 1] and 1 not in drv.hung
+    assert drv.worker_restarts == [0, 2] and 1 not in drv.hung

@@ -134,8 +134,9 @@ def test_evaluations_by_steps_come_at_each_multiple_of_the_interval_whatever_the
 def test_an_evaluation_reads_the_shared_weights_and_writes_nothing_shared(tmp_path):
     """The evaluator plays its own copy of the weights: the shared parameters, the optimizer's state and the
     counters are bit for bit what they were, and the copy does not alias the shared memory."""
-    shared = cartpole_state(tmp_path, target=500.0, mark=0.25)
+    shared = cartpole_state(tmp_path, target=500.0)
     evaluator = Evaluator(shared, seed=3)
+    set_mark(shared.model, 0.25)  # after the evaluator copied the model: it must pull the shared weights
     before = [p.detach().clone() for p in shared.model.parameters()]
     moments = {k: v.clone() for k, v in shared.optimizer.state_dict()["state"][0].items()}
     assert moments  # created eagerly: there is state to compare

@@ -69,7 +69,7 @@ class RayRun:
     trainer's objects.
 
     It is too long because every wait on an actor carries its own liveness decision (start-up allowance,
-    hang timeout, restart budget, "coming back" after a crash) and those decisions share one state; split
+    hang timeout, restart budget, a restarted actor not up yet) and those decisions share one state; split
     apart they would hand that state back and forth. The actors and the remote evaluator are their own
     modules (actors.py, evaluation.py)."""
 
@@ -106,9 +106,9 @@ class RayRun:
             now = time.monotonic()
             self.loop_started = [now] * config.workers  # the start-up timeout applies until STARTUP_TIMEOUT_S
             self.hung: dict[int, str] = {}  # workers killed as hung, why (for their crash report)
-            # Each worker's update count on the server when its current loop was sent: a loop that fails as
-            # "unavailable" before it pushed once never ran (Ray was still restarting the actor, or this
-            # client still held the dead incarnation's address), so it is sent again, not counted.
+            # Each worker's update count on the server when its current loop was sent: a loop sent after a
+            # crash that fails as "unavailable" before it pushed once never ran (Ray was still restarting
+            # the actor, or this client still held the dead incarnation's address): sent again, not counted.
             self.updates_at_send = np.zeros(config.workers, np.int64)
             self.worker_restarts = [0] * config.workers
             # Retried by RemoteEvaluator itself (max_task_retries=0), so hangs and crashes share one budget.
@@ -217,8 +217,9 @@ class RayRun:
                 del self.loops[i]  # stopped on request
             except (RayActorError, RayTaskError) as exc:
                 starting = time.monotonic() - self.loop_started[i] < STARTUP_TIMEOUT_S
-                never_ran = slots[1, i] == self.updates_at_send[i]
-                if isinstance(exc, ActorUnavailableError) and never_ran and starting and i not in self.hung:
+                # Sent after a counted crash, and no push since: Ray is still restarting the actor.
+                restarting = self.worker_restarts[i] > 0 and slots[1, i] == self.updates_at_send[i]
+                if isinstance(exc, ActorUnavailableError) and restarting and starting and i not in self.hung:
                     self._start_loop(i, slots)  # not up yet: ask again
                     continue
                 self.worker_restarts[i] += 1
