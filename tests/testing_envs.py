@@ -87,8 +87,25 @@ class OffsetObsEnv(gym.Env):
         return self._observe(), reward, False, False, {}
 
 
+class BlindEnv(gym.Env):
+    """The same observation at every step and a reward of uniform noise in [0, 1): nothing the agent sees
+    predicts its returns, so any critic outputs one value for a whole segment and explains none of their
+    variance (explained variance 0 up to rounding, on any seed and machine). Episodes of 10 steps."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(3, np.float32), float(self.np_random.uniform()), False, False, {}
+
+
 for name, entry_point in [
     ("FixedLength-v0", FixedLengthEnv),
+    ("Blind-v0", BlindEnv),
     ("OffsetObs-v0", OffsetObsEnv),
     ("Faulty-v0", FaultyEnv),
     ("NaNReward-v0", NaNRewardEnv),

@@ -1,10 +1,12 @@
-"""The learning-health warnings in real runs: a policy made to collapse, a critic made to fail, and a healthy
+"""The learning-health warnings in real runs: a policy made to collapse, a critic that cannot learn, and a healthy
 run that must stay silent. Each warning is a line in the live output and an entry in summary.json.
 
 Every run is seeded and serial, with a step budget, evaluations by steps and a metrics row every fixed number
 of steps: the health checks read those rows, so each run warns at the same steps on any machine."""
 
 from __future__ import annotations
+
+import csv
 
 import pytest
 
@@ -13,12 +15,12 @@ from tests.helpers import data_rows, read_json, run_a3c
 pytestmark = pytest.mark.slow
 
 
-def train(run_dir, max_steps: int, eval_every: int, row_every: int, *args: str):
-    """A seeded serial CartPole run of ``max_steps`` (unless it solves), an evaluation every ``eval_every``
+def train(run_dir, max_steps: int, eval_every: int, row_every: int, *args: str, env: str = "CartPole-v1"):
+    """A seeded serial run of ``env`` for ``max_steps`` (unless it solves), an evaluation every ``eval_every``
     steps and a metrics row every ``row_every``; its output and summary.json."""
     args = ("--max-steps", str(max_steps), "--set", f"eval_interval_steps={eval_every}", *args)
     args += ("--set", f"metrics_interval_steps={row_every}", "--max-seconds", "300")  # a safety cap only
-    args = ("train", "--env", "CartPole-v1", "--serial", "--seed", "0", "--run-dir", str(run_dir), *args)
+    args = ("train", "--env", env, "--serial", "--seed", "0", "--run-dir", str(run_dir), *args)
     proc = run_a3c(*args, timeout=420)
     assert proc.returncode == 0, proc.stderr
     summary = read_json(run_dir / "summary.json")
@@ -39,19 +41,20 @@ def test_a_collapsed_policy_is_warned_about(tmp_path):
     assert "warning: entropy collapsed" in proc.stdout  # the live display's line (plain: not a terminal)
 
 
-def test_a_critic_that_never_learns_is_warned_about(tmp_path):
-    # value_coef 0: the critic keeps its random weights. The check needs 400k steps and a 100k window of
-    # rows; 16 envs x t_max 5 (80 steps an update) take them in about 11 s here, the preset's 2 envs x 5 in
-    # about 40 s (the 430k-step version of this test: 42 s of CPU). A row every 10k steps: the check first
-    # runs at the row of step 400,000, the last. Measured (this command, seeds 0-9, 2026-12-02): the warning
-    # fires at step 400,000 in 9 seeds (median explained variance of the last 100k steps 0.015 to -0.85;
-    # seed 0: -0.050); seed 9's random critic happens to track the returns (0.071 > 0.02: no warning).
-    # Seeds 1 and 2 also warned of an entropy collapse (their policies, trained on noise, collapsed); 0 not.
-    args = ["--set", "value_coef=0", "--set", "target_return=none", "--set", "envs_per_worker=16"]
-    _, summary = train(tmp_path / "run", 400_000, 100_000, 10_000, *args, "--set", "t_max=5")
-    warnings = [(w["kind"], w["global_step"]) for w in summary["warnings"]]
-    assert warnings == [("dead_critic", 400_000)], summary["warnings"]
-    assert data_rows(tmp_path / "run" / "metrics.csv") == 40
+def test_a_critic_that_sees_nothing_is_warned_about(tmp_path):
+    # Blind-v0 shows one observation at every step and pays uniform noise: the critic outputs one value per
+    # segment, so the explained variance is 0 up to rounding on every seed and machine, never near the 0.02
+    # bar. (A critic frozen by value_coef=0 on CartPole is not: its random weights track the returns by
+    # chance, and whether the median lands above 0.02 changed with the seed and with the CPU's float
+    # kernels.) The check needs 400k steps and a 100k window; 16 envs x t_max 5 take them in about 12 s. A
+    # row every 10k steps: the check first runs at the row of step 400,000, the last.
+    args = ["--set", "envs_per_worker=16", "--set", "t_max=5"]
+    _, summary = train(tmp_path / "run", 400_000, 100_000, 10_000, *args, env="tests.testing_envs:Blind-v0")
+    assert [(w["kind"], w["global_step"]) for w in summary["warnings"]] == [("dead_critic", 400_000)]
+    with (tmp_path / "run" / "metrics.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 40
+    assert all(abs(float(r["explained_variance"])) < 1e-6 for r in rows), rows  # 0, but for float rounding
 
 
 def test_a_healthy_run_has_no_warnings(tmp_path):
