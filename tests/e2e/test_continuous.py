@@ -19,8 +19,9 @@ def test_pendulum_learns_serially_within_a_step_budget(run_dir, token):
     # seeds 0-9 solve at -600 at 360k, 200k, 180k, 340k, 220k, 290k, 340k, 220k, 320k, 390k steps (median
     # 305k); budget 600k, 1.5x the slowest. Seed 2 runs here: it solves at 180k (best -435.8), about 18 s on
     # a quiet core; seed 0 would take twice that. The run is bit-reproducible on one CPU model, not across
-    # them (float kernels differ): on an AVX-512 Xeon the same command solves at 260k (best -342.2, 48 s). The preset's 2 Hogwild workers reaching -200 within 300 s
-    # is tests/learning/test_continuous_learning.py's (not in CI).
+    # them (float kernels differ): on an AVX-512 Xeon the same command solves at 260k (best -342.2, 48 s).
+    # The preset's 2 Hogwild workers reaching -200 within 300 s is
+    # tests/learning/test_continuous_learning.py's (not in CI).
     args = ["train", "--env", "Pendulum-v1", "--serial", "--seed", "2", "--target-return", "-600"]
     args += ["--max-steps", "600000", "--set", "eval_interval_steps=10000", "--max-seconds", "300", "--quiet"]
     result = run_a3c(*args, "--run-dir", str(run_dir), timeout=420, token=token)

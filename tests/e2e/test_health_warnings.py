@@ -1,5 +1,5 @@
-"""The learning-health warnings in real runs: a policy made to collapse, a critic that cannot learn, and a healthy
-run that must stay silent. Each warning is a line in the live output and an entry in summary.json.
+"""The learning-health warnings in real runs: a policy made to collapse, a critic that cannot learn, and a
+healthy run that must stay silent. Each warning is a line in the live output and an entry in summary.json.
 
 Every run is seeded and serial, with a step budget, evaluations by steps and a metrics row every fixed number
 of steps: the health checks read those rows, so each run warns at the same steps on any machine."""
