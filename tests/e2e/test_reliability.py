@@ -110,7 +110,8 @@ def test_worker_that_always_raises_ends_the_run_after_its_restart_budget(run_dir
 
 
 def test_killed_trainer_leaves_no_child_and_resume_continues_exactly(run_dir, token):
-    proc = start_cartpole(run_dir, token, extra="--target-return 1e9 --checkpoint-interval 1")
+    # A checkpoint every 0.1 s (kept on resume): the resume's 30k steps (a second or two) rotate them.
+    proc = start_cartpole(run_dir, token, extra="--target-return 1e9 --checkpoint-interval 0.1")
     last = run_dir / "checkpoints" / "last.pt"
     try:
         wait_until(proc, lambda: last.is_file() and data_rows(run_dir / "episodes.csv") >= 200, timeout=120)
@@ -131,7 +132,7 @@ def test_killed_trainer_leaves_no_child_and_resume_continues_exactly(run_dir, to
         "--resume",
         str(run_dir),
         "--max-steps",
-        str(step + 150_000),  # several seconds: enough periodic checkpoints to rotate
+        str(step + 30_000),
         "--max-seconds",
         "600",
         "--quiet",
@@ -140,7 +141,7 @@ def test_killed_trainer_leaves_no_child_and_resume_continues_exactly(run_dir, to
     )
     assert result.returncode == 0, result.stderr
     summary = read_json(run_dir / "summary.json")
-    assert summary["exit_reason"] == "max_steps" and summary["total_steps"] >= step + 150_000
+    assert summary["exit_reason"] == "max_steps" and summary["total_steps"] >= step + 30_000
     resumed = load_resume_checkpoint(run_dir)
     assert resumed["global_step"] == summary["total_steps"] and resumed["resumes"] == 1
     assert resumed["updates"] > checkpoint["updates"]
