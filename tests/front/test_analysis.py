@@ -98,10 +98,12 @@ def test_policy_lag_is_zero_in_serial_mode_and_positive_with_two_workers(tmp_pat
 
 @pytest.fixture(scope="module")
 def three_seeds(tmp_path_factory) -> Path:
-    """Three short real CartPole runs (2 spawned workers each) in one folder."""
+    """Three short real CartPole runs in one folder: serial (the run dir is the same as a spawned run's,
+    which test_train checks) with an evaluation every 5k steps."""
     root = tmp_path_factory.mktemp("runs")
     for seed in range(3):
-        args = f"train --env CartPole-v1 --workers 2 --seed {seed} --max-steps 15000 --quiet"
+        args = f"train --env CartPole-v1 --serial --seed {seed} --max-steps 15000 --quiet"
+        args += " --set eval_interval_steps=5000"
         result = run_a3c(*args.split(), "--run-dir", str(root / f"s{seed}"), timeout=300)
         assert result.returncode == 0, result.stderr
     return root
