@@ -6,7 +6,7 @@ at a time on an otherwise quiet machine, so that all busy time is the test's (it
     A3C_CPU_PROFILE=/tmp/cpu.jsonl .venv/bin/python -m pytest -p tests.cpu_profile -p no:xdist -m slow
 
 Each line: ``{"id": nodeid, "cpu": busy CPU seconds of the machine (/proc/stat), "wall": seconds}``;
-a module fixture's cost lands on the module's first test.
+a module fixture's set-up lands on the module's first test, its teardown on the last.
 """
 
 from __future__ import annotations

@@ -89,8 +89,8 @@ class OffsetObsEnv(gym.Env):
 
 class BlindEnv(gym.Env):
     """The same observation at every step and a reward of uniform noise in [0, 1): nothing the agent sees
-    predicts its returns, so any critic outputs one value for a whole segment and explains none of their
-    variance (explained variance 0 up to rounding, on any seed and machine). Episodes of 10 steps."""
+    predicts its returns, so a feed-forward critic outputs one value for a whole segment and explains none
+    of their variance (explained variance 0 up to rounding, on any seed and machine). Episodes of 10 steps."""
 
     observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
     action_space = gym.spaces.Discrete(2)

@@ -50,7 +50,8 @@ def test_a_critic_that_sees_nothing_is_warned_about(tmp_path):
     # row every 10k steps: the check first runs at the row of step 400,000, the last.
     args = ["--set", "envs_per_worker=16", "--set", "t_max=5"]
     _, summary = train(tmp_path / "run", 400_000, 100_000, 10_000, *args, env="tests.testing_envs:Blind-v0")
-    assert [(w["kind"], w["global_step"]) for w in summary["warnings"]] == [("dead_critic", 400_000)]
+    warnings = [(w["kind"], w["global_step"]) for w in summary["warnings"]]
+    assert warnings == [("dead_critic", 400_000)], summary["warnings"]
     with (tmp_path / "run" / "metrics.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 40
