@@ -4,6 +4,7 @@ extras. The fixtures and the leak check every test gets are tests/conftest.py's 
 
 from __future__ import annotations
 
+import csv
 import importlib
 import io
 import json
@@ -217,6 +218,12 @@ def wait_until(proc: subprocess.Popen, condition, timeout: float) -> None:
             pytest.fail(f"a3c exited with {code} before the condition held\n{out}\n{err}")
         if time.monotonic() > deadline:
             pytest.fail(f"condition not met within {timeout} s")
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    """A CSV file's rows, as dicts keyed by its header."""
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
 
 
 def data_rows(path: Path) -> int:

@@ -13,7 +13,6 @@ Each test checks that no process of its runs, their actors included, is left."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, a3c_env, call_a3c, data_rows, read_json, run_a3c
+from tests.helpers import ROOT, a3c_env, call_a3c, csv_rows, data_rows, read_json, run_a3c
 from tests.ray_head import (
     WAIT_CAP_S,
     RayHead,
@@ -71,11 +70,6 @@ def metrics_workers(run_dir: Path) -> list[str]:
     return [line.split(",")[2] for line in lines]
 
 
-def rows(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def crashed(err_path: Path) -> list[str]:
     """The ids of the workers the driver reported crashed, from its stderr."""
     return re.findall(r"warning: worker (\d+) crashed", err_path.read_text())
@@ -97,7 +91,7 @@ def test_two_worker_actors_train_and_evaluate_until_interrupted(tmp_path, token,
         assert (run_dir / name).exists(), name
     assert set(metrics_workers(run_dir)) == {"0", "1"}
     # The evaluator actor played whole CartPole episodes (a reward of 1 a step: return = length).
-    for row in rows(run_dir / "eval.csv"):
+    for row in csv_rows(run_dir / "eval.csv"):
         assert int(row["episodes"]) == config["eval_episodes"], row
         assert float(row["mean_return"]) == float(row["mean_length"]) >= 1, row
     evaluated = call_a3c("evaluate", str(run_dir), "--episodes", "3", "--json")
@@ -139,7 +133,7 @@ def test_a_killed_worker_actor_is_restarted_and_trains_on(tmp_path, token, ray_a
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, (summary, err.read_text()[-3000:])
     assert crashed(err) == [lost] and "hung" not in err.read_text(), err.read_text()[-3000:]
-    after = [r for r in rows(run_dir / "metrics.csv")[since:] if r["worker"] == lost]
+    after = [r for r in csv_rows(run_dir / "metrics.csv")[since:] if r["worker"] == lost]
     assert len(after) >= 3 and sum(int(r["updates"]) for r in after) > 0, after
     assert_no_ray_left(token)
 
@@ -174,7 +168,7 @@ def test_a_hung_evaluator_actor_is_killed_restarted_and_the_run_goes_on(
     assert "warning: worker" not in stderr, stderr[-3000:]  # the healthy actors were left alone
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, summary
-    assert rows(run_dir / "eval.csv")
+    assert csv_rows(run_dir / "eval.csv")
     assert_no_ray_left(token)
 
 

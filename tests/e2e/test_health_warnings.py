@@ -6,11 +6,9 @@ of steps: the health checks read those rows, so each run warns at the same steps
 
 from __future__ import annotations
 
-import csv
-
 import pytest
 
-from tests.helpers import data_rows, read_json, run_a3c
+from tests.helpers import csv_rows, data_rows, read_json, run_a3c
 
 pytestmark = pytest.mark.slow
 
@@ -52,8 +50,7 @@ def test_a_critic_that_sees_nothing_is_warned_about(tmp_path):
     _, summary = train(tmp_path / "run", 400_000, 100_000, 10_000, *args, env="tests.testing_envs:Blind-v0")
     warnings = [(w["kind"], w["global_step"]) for w in summary["warnings"]]
     assert warnings == [("dead_critic", 400_000)], summary["warnings"]
-    with (tmp_path / "run" / "metrics.csv").open() as f:
-        rows = list(csv.DictReader(f))
+    rows = csv_rows(tmp_path / "run" / "metrics.csv")
     assert len(rows) == 40
     assert all(abs(float(r["explained_variance"])) < 1e-6 for r in rows), rows  # 0, but for float rounding
 

@@ -3,7 +3,6 @@ non-finite numbers and a failing disk. Every run is under a timeout and leaves n
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import os
 import shutil
@@ -18,6 +17,7 @@ from a3c.run.resume import load_resume_checkpoint
 from a3c.train import Trainer
 from envs import inspect_env
 from tests.helpers import (
+    csv_rows,
     data_rows,
     end,
     left_behind,
@@ -45,17 +45,12 @@ def comm_pids(name: str) -> set[int]:
     return found
 
 
-def rows(path: Path) -> list[dict[str, str]]:
-    with path.open() as f:
-        return list(csv.DictReader(f))
-
-
 def assert_continuous(path: Path, before_kill: list[dict[str, str]], step: int, wall: float) -> None:
     """global_step and wall_time never go back; the rows the checkpoint covers (global_step <= its step and
     wall_time <= its wall time) are exactly those logged before the kill (none lost, none twice), and every
     later row is new. Both bounds: an evaluation that pulled weights before the checkpoint may have finished
     after it, and its row is then dropped with the rest of what the killed process did later."""
-    table = rows(path)
+    table = csv_rows(path)
     steps = [int(r["global_step"]) for r in table]
     walls = [float(r["wall_time"]) for r in table]
     assert steps == sorted(steps), f"{path.name}: global_step goes back"
@@ -79,12 +74,12 @@ def test_sigkilled_worker_is_restarted_and_trains_on(run_dir, token):
     proc = start_cartpole(run_dir, token)
     try:
         (victim,) = comm_pids("a3c-worker-0") & processes_with_token(token)
-        steps_before = max(int(r["global_step"]) for r in rows(run_dir / "episodes.csv"))
+        steps_before = max(int(r["global_step"]) for r in csv_rows(run_dir / "episodes.csv"))
         os.kill(victim, signal.SIGKILL)
         wait_until(proc, lambda: comm_pids("a3c-worker-0") & processes_with_token(token) - {victim}, 60)
         # The trainer read what the dead worker had sent before it restarted it: rows from here on are the
         # new worker's.
-        worker_0_rows = lambda: sum(r["worker"] == "0" for r in rows(run_dir / "episodes.csv"))  # noqa: E731
+        worker_0_rows = lambda: sum(r["worker"] == "0" for r in csv_rows(run_dir / "episodes.csv"))  # noqa: E731
         before_restart = worker_0_rows()
         wait_until(proc, lambda: worker_0_rows() >= before_restart + 5, timeout=120)
         os.killpg(proc.pid, signal.SIGINT)
@@ -125,7 +120,7 @@ def test_killed_trainer_leaves_no_child_and_resume_continues_exactly(run_dir, to
     checkpoint = load_resume_checkpoint(run_dir)
     step = checkpoint["global_step"]
     assert step > 0 and step == int(checkpoint["worker_steps"].sum())
-    before_kill = {name: rows(run_dir / name) for name in ("episodes.csv", "eval.csv")}
+    before_kill = {name: csv_rows(run_dir / name) for name in ("episodes.csv", "eval.csv")}
 
     result = run_a3c(
         "train",
@@ -148,7 +143,7 @@ def test_killed_trainer_leaves_no_child_and_resume_continues_exactly(run_dir, to
     assert read_json(run_dir / "config.json")["resumes"] == 1
     for name in ("episodes.csv", "eval.csv"):
         assert_continuous(run_dir / name, before_kill[name], step, float(checkpoint["wall_time"]))
-    table = rows(run_dir / "episodes.csv")
+    table = csv_rows(run_dir / "episodes.csv")
     assert summary["episodes"] == len(table)
     assert any(int(r["global_step"]) > step for r in table) and any(
         int(r["global_step"]) <= step for r in table
