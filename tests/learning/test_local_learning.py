@@ -11,8 +11,8 @@ import signal
 
 import pytest
 
-from tests.e2e.test_reliability import comm_pids, rows
-from tests.helpers import end, processes_with_token, read_json, run_a3c, start_cartpole
+from tests.e2e.test_reliability import comm_pids
+from tests.helpers import csv_rows, end, processes_with_token, read_json, run_a3c, start_cartpole
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
 
@@ -49,4 +49,4 @@ def test_a_run_whose_worker_was_killed_still_solves_within_240_s(run_dir, token,
     assert proc.returncode == 0, err
     summary = read_json(run_dir / "summary.json")
     assert summary["solved"] is True and summary["restarts"] >= 1, summary
-    assert {int(r["worker"]) for r in rows(run_dir / "episodes.csv")} == {0, 1}
+    assert {int(r["worker"]) for r in csv_rows(run_dir / "episodes.csv")} == {0, 1}
