@@ -46,10 +46,28 @@ RAY_SHUTDOWN_S = 30.0  # Ray's daemons (gcs_server, raylet, ...) exit after the 
 # a node's `ray start`, a run's first records (Ray's start-up has taken 40 s on 2 loaded cores), a restart.
 WAIT_CAP_S = 300.0
 HEAD_CPUS = 4  # a run's worker actors take 1 CPU each (its server and evaluator none): room for 2 runs
-# `ray start` keeping a loopback node IP and head address as given (see a3c/backends/ray/cluster.py).
-RAY_START = """import sys
+# `ray start` keeping a loopback node IP and head address as given (see a3c/backends/ray/cluster.py), and
+# waiting up to REGISTER_WAIT_S for its raylet to register with the GCS: Ray gives up after a fixed 30 s
+# ("The current node timed out during startup"), which a node joining on 2 loaded cores has overrun.
+REGISTER_WAIT_S = 240.0
+RAY_START = f"""import sys, time
+import ray._private.services as services
 from a3c.backends.ray.cluster import loopback_kept
 from ray.scripts.scripts import main
+
+get_node = services.get_node
+
+def patient_get_node(gcs_address, node_id):
+    deadline = time.monotonic() + {REGISTER_WAIT_S}
+    while True:
+        try:
+            return get_node(gcs_address, node_id)
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+services.get_node = patient_get_node
 sys.argv[0] = "ray"
 with loopback_kept():
     main()
