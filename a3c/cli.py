@@ -1,6 +1,7 @@
 """The ``a3c`` command and its subcommands, click only: bad input → one ``error:`` line, exit 2.
 
-``a3c train``'s config options are made from the Config fields, and its run is set up, in ``a3c.options``.
+``a3c train``'s config options are made from the Config fields, and its run is set up, in
+``a3c.training.options``.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from typing import Any
 
 import click
 
-from a3c.bench.command import bench
 from a3c.core.errors import BadInput
-from a3c.export import export_command
-from a3c.options import config_options, train_setup
-from a3c.tune import tune
-from a3c.video import play_episodes, record_best, require_video, video_dir, video_flag, video_option
+from a3c.tools.bench.command import bench
+from a3c.tools.export import export_command
+from a3c.tools.tune import tune
+from a3c.tools.video import play_episodes, record_best, require_video, video_dir, video_flag, video_option
+from a3c.training.options import config_options, train_setup
 from envs import EnvSetupError
 
 BAD_INPUT = (BadInput, EnvSetupError)
@@ -82,14 +83,15 @@ def train(
 
     Exit codes: 0 finished (solved or budget spent), 1 failure, 2 bad input, 130 SIGINT, 143 SIGTERM.
     """
-    # The Config fields' options (a3c.options) come in ``options``, by field name, None where not given.
+    # The Config fields' options (a3c.training.options) come in ``options``, by field name, None where not
+    # given.
     if video := options.pop("video"):  # not a Config field: a resume neither keeps nor refuses it
         require_video()
     if not serial and options["backend"] != "ray":  # first: the forkserver imports torch while we do too
         from a3c.runtime.context import start_early
 
         start_early()
-    from a3c.train import Trainer
+    from a3c.training.train import Trainer
 
     setup = train_setup(
         env_id, options, overrides, run_dir=run_dir, force=force, resume=resume, serial=serial
@@ -172,9 +174,9 @@ def envs(as_json: bool) -> None:
 
 
 def _analysis():
-    """a3c.analysis, or BadInput naming the extra to install."""
+    """a3c.tools.analysis, or BadInput naming the extra to install."""
     try:
-        import a3c.analysis as analysis
+        import a3c.tools.analysis as analysis
     except ImportError as exc:
         raise BadInput(f"{exc.name} is not installed; pip install 'a3c[analysis]'") from None
     return analysis
@@ -238,9 +240,9 @@ def config_keys() -> None:
         click.echo(f"{f.name:<16} {default!s:<10} {f.metadata.get('help', '')}")
 
 
-cli.add_command(bench)  # a3c bench: its options live in a3c.bench.command
-cli.add_command(tune)  # a3c tune: its options and logic live in a3c.tune
-cli.add_command(export_command)  # a3c export: its logic lives in a3c.export
+cli.add_command(bench)  # a3c bench: its options live in a3c.tools.bench.command
+cli.add_command(tune)  # a3c tune: its options and logic live in a3c.tools.tune
+cli.add_command(export_command)  # a3c export: its logic lives in a3c.tools.export
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,11 +1,11 @@
 """Process targets for tests/runtime/test_shared.py, tests/runtime/test_context.py and
-tests/algo/test_optim.py: they run in spawned children, so they live in a module of their own."""
+tests/algo/shared/test_optim.py: they run in spawned children, so they live in a module of their own."""
 
 from __future__ import annotations
 
 import torch
 
-from a3c.algo.flat import flat_view
+from a3c.algo.shared.flat import flat_view
 from a3c.runtime.shared import Counters, StopReason, StopSignal
 
 

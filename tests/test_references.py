@@ -113,7 +113,7 @@ def line_problems(line: str, root: Path, invariants: set[int]) -> list[str]:
 
 def test_every_reference_in_the_repo_resolves():
     files = scanned()
-    assert len(files) > 100 and DESIGN_DOC in files and ROOT / "a3c" / "train.py" in files
+    assert len(files) > 100 and DESIGN_DOC in files and ROOT / "a3c" / "training" / "train.py" in files
     problems = [problem for path in files for problem in problems_in(path)]
     assert not problems, "references that lead nowhere:\n" + "\n".join(map(str, problems))
 
@@ -152,5 +152,5 @@ def test_the_checker_finds_each_kind_of_dead_reference(tmp_path: Path):
 def test_a_dead_reference_in_the_repo_would_fail_the_check(tmp_path: Path, kind: str):
     """The whole-repo check reads the files it should: a dead reference planted in a copy of one is found."""
     copy = tmp_path / "train.py"
-    copy.write_text((ROOT / "a3c" / "train.py").read_text() + f"\n# {kind}\n")
+    copy.write_text((ROOT / "a3c" / "training" / "train.py").read_text() + f"\n# {kind}\n")
     assert problems_in(copy), kind

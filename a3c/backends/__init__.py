@@ -1,7 +1,7 @@
 """backends: where the learners and the evaluator of a run execute, behind one ``Backend`` protocol
 (``base``): ``serial`` (in this process, taking turns), ``local`` (child processes over shared memory) and
-``ray`` (Ray actors). The training loop in ``a3c.train`` is the same for all three.
+``ray`` (Ray actors). The training loop in ``a3c.training.train`` is the same for all three.
 
 It may import every layer below it (``a3c.runtime``, ``a3c.run``, ``a3c.algo``, ``envs``, ``a3c.core``);
-never the front (``a3c.cli``, ``a3c.train``, ``a3c.monitor``, …).
+never the front (``a3c.cli``, ``a3c.training.train``, ``a3c.training.monitor``, …).
 """

@@ -1,7 +1,7 @@
 """The Backend protocol: how the learners and the evaluator of one run are executed.
 
-The training loop (a3c/train.py) is the same for every backend: poll records → monitor → budgets and signals
-→ finite check → periodic checkpoint. A backend only says where the learners run: in this process
+The training loop (a3c/training/train.py) is the same for every backend: poll records → monitor → budgets and
+signals → finite check → periodic checkpoint. A backend only says where the learners run: in this process
 (``serial``), in child processes over shared memory (``local``), or as Ray actors (``ray``).
 """
 

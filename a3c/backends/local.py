@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from a3c.algo.optim import non_finite_counts
+from a3c.algo.shared.optim import non_finite_counts
 from a3c.core.seeding import child_seed
 from a3c.runtime.bundle import SharedState
 from a3c.runtime.context import child_context

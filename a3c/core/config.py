@@ -10,7 +10,7 @@ Each field's ``metadata`` is the one place its documentation lives:
 
 - ``help``: one line, lower case, no final period (``a3c config-keys``; an option's help is made from it);
 - ``option``: the field also has an ``a3c train`` option with this flag, e.g. ``"--max-steps"`` (a bool
-  field: a flag that sets it true); ``a3c.options`` makes the option from the field;
+  field: a flag that sets it true); ``a3c.training.options`` makes the option from the field;
 - ``shown_default``: what the option's help shows as its default, ``{}`` standing for the built-in one
   (without it: the built-in default, if not None);
 - ``choices``: the values allowed, checked by ``validate`` (and by the option, if any).

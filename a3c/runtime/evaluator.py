@@ -15,10 +15,10 @@ from multiprocessing.connection import Connection
 import gymnasium as gym
 import numpy as np
 
-from a3c.algo.flat import flat_view, flatten_parameters
-from a3c.algo.greedy import play_greedy
-from a3c.algo.normalize import RunningMeanStd
-from a3c.algo.update import pull_weights
+from a3c.algo.learner.greedy_play import play_greedy
+from a3c.algo.learner.torch_update import pull_weights
+from a3c.algo.shared.flat import flat_view, flatten_parameters
+from a3c.algo.shared.normalize import RunningMeanStd
 from a3c.core.config import Config
 from a3c.core.records import EvalRecord
 from a3c.run.checkpoints import (

@@ -1,6 +1,6 @@
-"""Run state that lives in shared memory besides the model and its optimizer (``a3c.algo.optim``): exact
-per-worker counters, heartbeats and the stop signal. Each is created by the trainer before any child starts;
-a child writes only its own slots, so no lock is needed.
+"""Run state that lives in shared memory besides the model and its optimizer (``a3c.algo.shared.optim``):
+exact per-worker counters, heartbeats and the stop signal. Each is created by the trainer before any child
+starts; a child writes only its own slots, so no lock is needed.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
-from a3c.algo.learner import Learner
-from a3c.algo.metrics import MetricsWindow
+from a3c.algo.diagnostics.metrics import MetricsWindow
+from a3c.algo.learner.learner import Learner
 from a3c.core.records import EpisodeRecord, MetricsRecord
 from a3c.runtime.bundle import SharedState
 from a3c.runtime.child import ChildGuard, run_child

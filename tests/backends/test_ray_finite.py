@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from a3c.algo.learner import build_shared
+from a3c.algo.learner.learner import build_shared
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from envs import inspect_env
@@ -16,7 +16,7 @@ from tests.helpers import require_extra
 require_extra("ray", "ray")
 
 from a3c.backends.ray.driver import ParameterServer  # noqa: E402 - after the extra's guard
-from a3c.train import Trainer  # noqa: E402
+from a3c.training.train import Trainer  # noqa: E402
 
 
 def test_the_server_counts_non_finite_weights_itself():

@@ -7,11 +7,11 @@ import dataclasses
 import pytest
 
 import a3c.core.config as config_module
-import a3c.resolve
+import a3c.training.resolve
 from a3c.core.config import Config, parse_set
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
-from a3c.resolve import confirm_episodes, resolve_config
+from a3c.training.resolve import confirm_episodes, resolve_config
 from envs import EnvInfo, inspect_env, load_preset
 
 # -- parse_set -----------------------------------------------------------------------------------------------
@@ -184,7 +184,7 @@ def test_confirmation_is_derived_from_the_episode_limit(max_episode_steps, expec
 
 
 def test_every_target_is_confirmed_unless_told_otherwise(cartpole, monkeypatch):
-    monkeypatch.setattr(a3c.resolve, "load_preset", lambda env_id: {})
+    monkeypatch.setattr(a3c.training.resolve, "load_preset", lambda env_id: {})
     assert resolve_config(cartpole, {"target_return": 50.0}, {}).confirm_episodes == 100  # the user's target
     assert resolve_config(cartpole, {}, {"confirm_episodes": 0}).confirm_episodes == 0  # --set wins
     no_target = dataclasses.replace(cartpole, reward_threshold=None)
@@ -192,7 +192,7 @@ def test_every_target_is_confirmed_unless_told_otherwise(cartpole, monkeypatch):
 
 
 def test_no_preset_is_refused_with_resume(tmp_path):
-    from a3c.options import train_setup
+    from a3c.training.options import train_setup
 
     with pytest.raises(BadInput, match="--no-preset: not allowed with --resume"):
         train_setup(None, {"no_preset": True}, (), run_dir=None, force=False, resume=tmp_path, serial=False)
@@ -217,14 +217,16 @@ def test_options_override_preset_and_set_overrides_options(cartpole):
 
 
 def test_preset_beats_spec_threshold(cartpole, monkeypatch):
-    monkeypatch.setattr(a3c.resolve, "load_preset", lambda env_id: {"target_return": 123.0, "workers": 3})
+    monkeypatch.setattr(
+        a3c.training.resolve, "load_preset", lambda env_id: {"target_return": 123.0, "workers": 3}
+    )
     config = resolve_config(cartpole, {}, {})
     assert config.target_return == 123.0 and config.workers == 3
     assert resolve_config(cartpole, {"workers": 5}, {"workers": 6}).workers == 6
 
 
 def test_preset_with_unknown_key_is_bad_input(cartpole, monkeypatch):
-    monkeypatch.setattr(a3c.resolve, "load_preset", lambda env_id: {"learning_rate": 0.1})
+    monkeypatch.setattr(a3c.training.resolve, "load_preset", lambda env_id: {"learning_rate": 0.1})
     with pytest.raises(BadInput, match="preset of CartPole-v1: unknown key 'learning_rate'"):
         resolve_config(cartpole, {}, {})
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from a3c.algo.policy import TorchPolicy
+from a3c.algo.models.policy import TorchPolicy
 from a3c.run.checkpoints import load_policy
 from envs import make_vector_env
 from tests.front.test_cli import call

@@ -322,9 +322,9 @@ def test_random_play_statistics_agree_with_the_python_path():
 
 @pytest.mark.slow  # ~1 s of emulation: kept out of the edit-run loop (make test-fast < 30 s)
 def test_the_learners_collector_logs_whole_native_games():
-    # What the learner does with it (a3c.algo.rollout): the episodes it logs are the games the env reports
-    # (raw score, full length), not the lives it learns on.
-    from a3c.algo.rollout import RolloutCollector
+    # What the learner does with it (a3c.algo.learner.rollout): the episodes it logs are the games the env
+    # reports (raw score, full length), not the lives it learns on.
+    from a3c.algo.learner.rollout import RolloutCollector
 
     envs = native("ALE/Breakout-v5", 2, training=True, frame_stack=4)
     try:

@@ -1,4 +1,5 @@
-"""a3c.analysis, a3c runs / plot, TensorBoard tags, policy lag, and the notebook executed on a real run."""
+"""a3c.tools.analysis, a3c runs / plot, TensorBoard tags, policy lag, and the notebook executed on a real
+run."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from a3c.analysis import aggregate, load_runs, runs_table
+from a3c.tools.analysis import aggregate, load_runs, runs_table
 from tests.helpers import ROOT, run_a3c
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -161,7 +162,7 @@ def test_plot_refuses_an_unknown_image_type_and_a_missing_folder(tmp_path, capsy
 
 
 def test_find_runs_skips_config_json_files_that_a3c_did_not_write(tmp_path):
-    from a3c.analysis import find_runs
+    from a3c.tools.analysis import find_runs
 
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "config.json").write_text('{"name": "not a run"}')

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from a3c.bench.harness import ours_throughput
-from a3c.bench.report import markdown, summarize
+from a3c.tools.bench.harness import ours_throughput
+from a3c.tools.bench.report import markdown, summarize
 from tests.helpers import ROOT, require_extra
 
 LAGS = {"ours_2x16": 0.9, "ray_2x16_sync1": 1.5, "ray_2x16_sync4": 2.0}
@@ -73,7 +73,7 @@ def test_bench_needs_sane_arguments(capsys):
 def test_our_throughput_run_reads_its_metrics(tmp_path, monkeypatch):
     # No warm-up: every metrics row counts (rows come about once a second of the 6-s budget, which a slow
     # start-up shortens). What the rate is depends on the machine: the bench's business, not this test's.
-    monkeypatch.setattr("a3c.bench.harness.WARMUP_S", 0.0)
+    monkeypatch.setattr("a3c.tools.bench.harness.WARMUP_S", 0.0)
     for _ in range(2):  # the bench repeats each setting: the second run must not collide with the first
         run = ours_throughput(1, 2, 5.0, tmp_path)
         assert run["steps"] > 0 and run["seconds"] > 0 and run["steps_per_s"] > 0
@@ -84,7 +84,7 @@ def test_our_throughput_run_reads_its_metrics(tmp_path, monkeypatch):
 def test_peer_throughput_command_prints_one_json_result():
     require_extra("stable_baselines3", "bench")
     out = subprocess.run(
-        [sys.executable, "-m", "a3c.bench.sb3_peer", "throughput", "--envs", "4", "--seconds", "1",
+        [sys.executable, "-m", "a3c.tools.bench.sb3_peer", "throughput", "--envs", "4", "--seconds", "1",
          "--warmup", "0.5"],
         cwd=ROOT, capture_output=True, text=True, timeout=180, check=True,
     )  # fmt: skip
@@ -96,8 +96,8 @@ def test_peer_throughput_command_prints_one_json_result():
 def test_breakdown_parts_add_up(monkeypatch):
     # The breakdown's "other" is its total minus its parts, so its parts always add up to its total; check
     # both against each update's own wall time, measured here around Learner.update.
-    from a3c.algo.learner import Learner
-    from a3c.bench.breakdown import breakdown
+    from a3c.algo.learner.learner import Learner
+    from a3c.tools.bench.breakdown import breakdown
 
     warmup, timed, real_update = 5, [], Learner.update
 
@@ -122,8 +122,8 @@ def test_breakdown_parts_add_up(monkeypatch):
 
 def test_breakdown_names_the_network_it_timed():
     # A conv net's breakdown lists its LSTM and frame stack, not the MLP's widths it does not have.
-    from a3c.bench.breakdown import config_summary
     from a3c.core.config import Config
+    from a3c.tools.bench.breakdown import config_summary
 
     conv = config_summary(
         Config(env_id="ALE/Pong-v5", model="cnn", lstm_size=256, envs_per_worker=8, t_max=10)

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from a3c.cli import cli
 from a3c.core.config import Config
-from a3c.options import config_options, option_fields
 from a3c.run.rundir import default_run_dir
+from a3c.training.options import config_options, option_fields
 from tests.helpers import a3c_exit_code, run_a3c
 
 call = a3c_exit_code  # what the tests of this folder and others import by this name
@@ -113,7 +113,7 @@ def test_evaluate_foreign_checkpoint(capsys, tmp_path):
 def offset_obs_checkpoint(path, obs_norm: dict | None, config_obs_norm: bool = True) -> None:
     """A hand-made checkpoint for OffsetObs-v0 (tests/testing_envs.py) whose policy plays perfectly only on
     observations normalised by the env's true statistics: action 1 exactly when normalised obs[0] > 0."""
-    from a3c.algo.learner import build_model
+    from a3c.algo.learner.learner import build_model
     from a3c.core.spaces import Spaces
     from a3c.run.checkpoints import save_checkpoint
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from a3c.bench.race import RacePlan, race_markdown, run_race, summarize_side
-from a3c.bench.sb3_race import settings_for
+from a3c.tools.bench.race import RacePlan, race_markdown, run_race, summarize_side
+from a3c.tools.bench.sb3_race import settings_for
 from tests.helpers import require_extra
 
 
@@ -53,7 +53,7 @@ def test_bench_race_refuses_an_unknown_env_before_running(capsys):
 
 
 def test_presets_race_the_derived_defaults_as_the_peer(tmp_path, monkeypatch):
-    import a3c.bench.race as race
+    import a3c.tools.bench.race as race
 
     calls = []
 
@@ -74,7 +74,7 @@ def test_presets_race_the_derived_defaults_as_the_peer(tmp_path, monkeypatch):
 
 
 def test_the_defaults_take_the_judging_settings_of_the_run_they_race(tmp_path, monkeypatch):
-    import a3c.bench.race as race
+    import a3c.tools.bench.race as race
 
     def stop(*args, **kwargs):
         raise RuntimeError(" ".join(args))

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from a3c.bench.server_load import markdown, parse_clients, percentile, summarize_point
+from a3c.tools.bench.server_load import markdown, parse_clients, percentile, summarize_point
 from tests.helpers import left_behind, require_extra, run_a3c
 
 RAY_SHUTDOWN_S = 30.0  # Ray's daemons exit after ray.shutdown(), taking up to this long

@@ -13,9 +13,9 @@ from a3c.cli import main
 from a3c.core.config import FIELDS, Config, field_type
 from a3c.core.errors import BadInput
 from a3c.core.records import EvalRecord
-from a3c.tune import REPORTS, Reporter, open_study, run_trial
-from a3c.tune_report import best_trial, toml_value, trials_table, write_best_preset
-from a3c.tune_space import DEFAULT_SPACE, TUNABLE, Param, TrialSpec, parse_param, parse_space
+from a3c.tools.tune import REPORTS, Reporter, open_study, run_trial
+from a3c.tools.tune_report import best_trial, toml_value, trials_table, write_best_preset
+from a3c.tools.tune_space import DEFAULT_SPACE, TUNABLE, Param, TrialSpec, parse_param, parse_space
 from tests.helpers import ROOT, require_extra
 
 
@@ -169,7 +169,7 @@ def test_reporter_asks_the_pruner_after_each_report():
 
 def test_a_pruning_on_eval_stops_the_run_cleanly(tmp_path):
     # The Trainer's hook: each evaluation reaches on_eval as it arrives; True ends the run, exit 0, "pruned".
-    from a3c.train import Trainer
+    from a3c.training.train import Trainer
     from envs import inspect_env
     from tests.helpers import data_rows, read_json
 
@@ -225,7 +225,7 @@ def test_preset_values_read_back_as_toml(value):
 
 def test_best_preset_is_the_env_preset_with_the_best_values(tmp_path, monkeypatch):
     optuna = require_extra("optuna", "tune")
-    from a3c.resolve import resolve_config
+    from a3c.training.resolve import resolve_config
     from envs import inspect_env, load_preset
 
     study = optuna.create_study(direction="maximize")

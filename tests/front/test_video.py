@@ -1,5 +1,5 @@
-"""a3c.video's recorder: every frame RecordVideo captured (the reset frame, then one per step) is in the MP4
-once and in order, which moviepy's own ImageSequenceClip does not guarantee (see WholeRecordVideo)."""
+"""a3c.tools.video's recorder: every frame RecordVideo captured (the reset frame, then one per step) is in the
+MP4 once and in order, which moviepy's own ImageSequenceClip does not guarantee (see WholeRecordVideo)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from a3c.video import WholeRecordVideo
+from a3c.tools.video import WholeRecordVideo
 from tests.helpers import require_extra
 
 

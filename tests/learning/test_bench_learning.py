@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from a3c.bench.race import RacePlan, run_race
+from a3c.tools.bench.race import RacePlan, run_race
 from tests.helpers import require_extra
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]

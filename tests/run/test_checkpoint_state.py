@@ -10,7 +10,7 @@ import torch
 import a3c.run.checkpoints
 from a3c.core.config import Config
 from a3c.run.resume import load_resume_checkpoint
-from a3c.train import Trainer
+from a3c.training.train import Trainer
 from envs import inspect_env
 
 

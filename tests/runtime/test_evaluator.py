@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from a3c.algo.learner import build_shared
+from a3c.algo.learner.learner import build_shared
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from a3c.run.checkpoints import load_checkpoint, saved_best

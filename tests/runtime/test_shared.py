@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from a3c.algo.flat import flatten_parameters
-from a3c.algo.optim import SharedAdam, assert_shared
+from a3c.algo.shared.flat import flatten_parameters
+from a3c.algo.shared.optim import SharedAdam, assert_shared
 from a3c.runtime.shared import Counters, StopReason, StopSignal
 from tests.algo.small_model import assert_params_close, make_model, step_with
 

@@ -13,10 +13,10 @@ import numpy as np
 import ray
 import torch
 
-from a3c.algo.flat import flatten_parameters
-from a3c.algo.learner import Learner, UpdateResult, build_model, build_shared
-from a3c.algo.metrics import MetricsWindow
-from a3c.algo.optim import non_finite_counts
+from a3c.algo.diagnostics.metrics import MetricsWindow
+from a3c.algo.learner.learner import Learner, UpdateResult, build_model, build_shared
+from a3c.algo.shared.flat import flatten_parameters
+from a3c.algo.shared.optim import non_finite_counts
 from a3c.backends.base import BackendFailed
 from a3c.backends.ray.stats import Arrays, RunStats
 from a3c.core.config import Config
@@ -128,7 +128,7 @@ class ParameterServer:
 
     def non_finite_counts(self) -> dict[str, int]:
         """{parameter name: NaN/inf values} for the parameters that have any (empty: all finite), counted on
-        a copy (``a3c.algo.optim.non_finite_counts``), so the driver's check moves a verdict, not the
+        a copy (``a3c.algo.shared.optim.non_finite_counts``), so the driver's check moves a verdict, not the
         state."""
         return {name: count for name, count in non_finite_counts(self.model).items() if count}
 

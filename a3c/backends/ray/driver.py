@@ -43,7 +43,7 @@ import ray
 import torch
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayTaskError
 
-from a3c.algo.flat import flat_view
+from a3c.algo.shared.flat import flat_view
 from a3c.backends.ray.actors import (
     STARTUP_TIMEOUT_S,
     ActorFailed,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from a3c.algo.normalize import ObsNormalizer, SharedObsStats
+from a3c.algo.shared.normalize import ObsNormalizer, SharedObsStats
 
 # One statistics' slots, or one slot: (means, vars, counts).
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]

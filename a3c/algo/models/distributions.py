@@ -1,0 +1,195 @@
+"""Action distributions: the policy head's output → actions (numpy, for rollouts and greedy play) and
+log-probabilities and entropies (torch, for the loss).
+
+A policy output ``out`` is one array per observation:
+- Discrete(A): ``out`` [N, A] logits of a categorical policy.
+- MultiDiscrete(nvec): ``out`` [N, sum(nvec)] logits, one categorical per dimension; MultiBinary(A): ``out``
+  [N, A] logits, one Bernoulli per bit (``a3c.algo.models.factored``). Their actions are int64 [N, D] and int8
+  [N, A], what the env takes.
+- Box(A): ``out`` [N, 2A] = (mean, log_std) of a diagonal Gaussian over an unbounded ``u``. The env gets
+  ``u`` clipped to the bounds ("clip", as SB3 does: the log-prob is that of ``u``, the sample that was drawn),
+  or squashed into them, ``low + (tanh(u) + 1)(high - low)/2`` ("tanh": the log-prob carries the change of
+  variables' Jacobian, so it is the exact density of the action the env got, and so does the entropy).
+The rollout stores ``u``, never the env action, so the loss sees exactly what was sampled.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import torch
+
+from a3c.algo.models.factored import (
+    bernoulli_log_prob_entropy,
+    bits_from_logits,
+    group_argmax,
+    multi_categorical_log_prob_entropy,
+)
+from a3c.core.spaces import Spaces, action_kind
+
+# Bounds on log σ: σ in [e^-20, e^2]. The rollout (numpy) and the loss (torch) clamp alike.
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+_LOG_2 = math.log(2.0)
+
+
+def log_tanh_jacobian(u: torch.Tensor) -> torch.Tensor:
+    """log(1 - tanh(u)²) elementwise, as 2(log 2 - u - softplus(-2u)): exact where tanh saturates (a
+    ``+ eps`` inside the log would floor it, and its gradient would vanish exactly where it matters)."""
+    return 2.0 * (_LOG_2 - u - torch.nn.functional.softplus(-2.0 * u))
+
+
+@dataclass(frozen=True)
+class ActionDist:
+    """The action distribution of one env's action space.
+
+    Args:
+        continuous: Box actions (Gaussian) instead of discrete ones.
+        n: the number of actions (Discrete), action dimensions (Box), logits (MultiDiscrete: sum(nvec)) or
+            bits (MultiBinary): ``Spaces.n_actions``.
+        low, high: a Box's bounds [n]. squash: "clip" or "tanh" (see the module docstring).
+        nvec: MultiDiscrete: the choices per action dimension (empty otherwise).
+        binary: MultiBinary: ``n`` independent bits.
+    """
+
+    continuous: bool
+    n: int
+    low: tuple[float, ...] = ()
+    high: tuple[float, ...] = ()
+    squash: str = "clip"
+    nvec: tuple[int, ...] = ()
+    binary: bool = False
+
+    @classmethod
+    def of_spaces(cls, spaces: Spaces, squash: str = "clip") -> ActionDist:
+        """The distribution of the actions of ``spaces`` (a checkpoint's, or ``envs.inspect_env``'s);
+        ``squash`` applies to Box actions only."""
+        return cls(
+            spaces.continuous,
+            spaces.n_actions,
+            spaces.action_low,
+            spaces.action_high,
+            squash if spaces.continuous else "clip",
+            spaces.action_nvec,
+            spaces.multi_binary,
+        )
+
+    @property
+    def kind(self) -> str:
+        """The kind: "discrete", "box", "multi_discrete" or "multi_binary" (``core.spaces.action_kind``)."""
+        return action_kind(self.continuous, self.nvec, self.binary)
+
+    @property
+    def out_size(self) -> int:
+        """Values of ``out`` per observation: n logits, or 2n (mean and log σ)."""
+        return 2 * self.n if self.continuous else self.n
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        """One action's shape as stored: () Discrete, (n,) Box and MultiBinary, (len(nvec),) MultiDiscrete."""
+        if self.nvec:
+            return (len(self.nvec),)
+        return (self.n,) if self.continuous or self.binary else ()
+
+    @property
+    def action_dtype(self) -> type:
+        """The stored actions' dtype: float32 for Box (the sample ``u``), int8 for bits, else int64."""
+        if self.continuous:
+            return np.float32
+        return np.int8 if self.binary else np.int64
+
+    # -- numpy: rollouts and greedy play --------------------------------------------------------------------
+
+    def noise(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        """Noise for ``shape`` = (T, B) samples at once, [T, B, n]: Gumbel (Discrete, MultiDiscrete),
+        logistic (MultiBinary) or N(0, 1) (Box)."""
+        draw = rng.standard_normal if self.continuous else rng.logistic if self.binary else rng.gumbel
+        return draw(size=(*shape, self.n)).astype(np.float32)
+
+    def sample(self, out: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """Samples of the policies ``out`` [B, P] with ``noise`` [B, n]: Discrete int64 [B], MultiDiscrete
+        int64 [B, D], MultiBinary int8 [B, n], Box float32 ``u`` [B, n].
+
+        argmax(logits + Gumbel noise) is an exact draw from softmax(logits) with no softmax (per dimension for
+        MultiDiscrete); logit + logistic noise > 0 is a bit drawn with P(1) = sigmoid(logit).
+        ``out`` is overwritten (it is a scratch array of the policy's forward).
+        """
+        if not self.continuous:
+            out += noise
+            return self.greedy(out)
+        mean, log_std = out[:, : self.n], np.clip(out[:, self.n :], LOG_STD_MIN, LOG_STD_MAX)
+        return mean + np.exp(log_std) * noise
+
+    def greedy(self, out: np.ndarray) -> np.ndarray:
+        """The most likely action of each policy in ``out`` [B, P], as the env takes it: the argmax (per
+        dimension for MultiDiscrete), the bits whose logit is > 0, or the Gaussian's mean clipped or
+        squashed into the bounds."""
+        if self.continuous:
+            return self.env_action(out[:, : self.n])
+        if self.nvec:
+            return group_argmax(out, self.nvec)
+        return bits_from_logits(out) if self.binary else out.argmax(axis=-1)
+
+    @cached_property
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        # Made once, not on every env step.
+        return np.asarray(self.low, np.float32), np.asarray(self.high, np.float32)
+
+    def env_action(self, u: np.ndarray) -> np.ndarray:
+        """What the env gets for sampled actions: Box ``u`` [B, n] clipped or squashed into the bounds
+        (float32); any other kind's actions as they are."""
+        if not self.continuous:
+            return u
+        low, high = self._bounds
+        if self.squash == "tanh":
+            return (low + (np.tanh(u) + 1.0) * 0.5 * (high - low)).astype(np.float32)
+        return np.clip(u, low, high).astype(np.float32)
+
+    # -- torch: the loss -----------------------------------------------------------------------------------
+
+    def log_prob_entropy(self, out: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log π(a|s) [N], entropy [N]) of stored ``actions`` (Discrete [N] int64, MultiDiscrete [N, D]
+        int64, MultiBinary [N, n] bits, Box ``u`` [N, n]) under ``out``.
+
+        MultiDiscrete and MultiBinary: sums over the dimensions or bits (``a3c.algo.models.factored``).
+
+        Box: sums over the action dimensions. With "clip" both are the Gaussian's (the env's clipping is not
+        part of the policy, as in SB3). With "tanh" both are those of the squashed action the env got:
+
+            log π(a) = log N(u; μ, σ) - Σ log(1 - tanh(u)²) - Σ log((high - low)/2)
+            H(a)     = H(N(μ, σ)) + E_u[Σ log(1 - tanh(u)²)] + Σ log((high - low)/2)
+
+        The squashed entropy has no closed form; the expectation is estimated with the stored sample,
+        reparameterised as u = μ + σ·ε with ε = (u - μ)/σ held fixed, so its gradient reaches μ and σ
+        (an unbiased one-sample estimate of the entropy and of its gradient). The Gaussian's entropy alone
+        (what SAC-style code often uses) grows with σ without bound, while the squashed action's entropy
+        falls once the mass piles onto the bounds: its bonus would push σ up forever.
+        """
+        if self.nvec:
+            return multi_categorical_log_prob_entropy(out, actions, self.nvec)
+        if self.binary:
+            return bernoulli_log_prob_entropy(out, actions)
+        if not self.continuous:
+            log_p = torch.log_softmax(out, dim=-1)
+            entropy = -(log_p.exp() * log_p).sum(-1)
+            return log_p.gather(1, actions.unsqueeze(1)).squeeze(1), entropy
+        mean, log_std = out[:, : self.n], out[:, self.n :].clamp(LOG_STD_MIN, LOG_STD_MAX)
+        z = (actions - mean) * torch.exp(-log_std)
+        log_prob = (-0.5 * z.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)
+        entropy = (log_std + 0.5 + _HALF_LOG_2PI).sum(-1)
+        if self.squash == "tanh":
+            log_half_range = self._log_half_range.to(out.dtype)
+            log_prob = log_prob - log_tanh_jacobian(actions).sum(-1) - log_half_range
+            u = mean + torch.exp(log_std) * z.detach()  # == actions, with a path to μ and σ
+            entropy = entropy + log_tanh_jacobian(u).sum(-1) + log_half_range
+        return log_prob, entropy
+
+    @cached_property
+    def _log_half_range(self) -> torch.Tensor:
+        """Σ log((high - low)/2) over the action dimensions: the affine part of the squash's Jacobian."""
+        high, low = torch.tensor(self.high, dtype=torch.float64), torch.tensor(self.low, dtype=torch.float64)
+        half_range = (high - low) * 0.5
+        return torch.log(half_range).sum()

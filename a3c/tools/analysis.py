@@ -1,0 +1,231 @@
+"""Read runs into tidy pandas DataFrames, aggregate seeds with bootstrap confidence intervals, and plot.
+
+Needs the ``analysis`` extra (pandas, matplotlib). Every table carries the run's metadata as columns
+(``run``, ``env_id``, ``seed`` and every scalar config value), so runs concatenate and group cleanly::
+
+    from a3c.tools.analysis import load_runs, aggregate
+    runs = load_runs("runs/CartPole-v1")
+    curve = aggregate(runs.eval, x="global_step", y="mean_return")
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+TABLES = ("eval", "episodes", "metrics")
+
+
+@dataclass
+class Runs:
+    """One or more runs: ``runs`` has a row per run (config and summary); the others a row per CSV row."""
+
+    runs: pd.DataFrame
+    eval: pd.DataFrame
+    episodes: pd.DataFrame
+    metrics: pd.DataFrame
+    paths: list[Path] = field(default_factory=list)
+
+
+def _metadata(path: Path, config: dict[str, Any]) -> dict[str, Any]:
+    scalars = {k: v for k, v in config.items() if isinstance(v, str | int | float | bool) or v is None}
+    scalars["hidden_sizes"] = ",".join(map(str, config.get("hidden_sizes", [])))
+    return {
+        "run": str(path),
+        **{k: scalars[k] for k in sorted(scalars) if k not in ("command", "started_at")},
+    }
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        return pd.DataFrame()
+
+
+def load_run(path: str | Path) -> Runs:
+    """Load one run directory (docs/runs.md: config.json, eval.csv, episodes.csv, metrics.csv,
+    summary.json when it finished)."""
+    path = Path(path)
+    config = json.loads((path / "config.json").read_text())
+    try:
+        summary = json.loads((path / "summary.json").read_text())
+    except FileNotFoundError:
+        summary = {}
+    meta = _metadata(path, config)
+    tables = {}
+    for name in TABLES:
+        table = _read_csv(path / f"{name}.csv")
+        for key, value in meta.items():
+            table[key] = value
+        tables[name] = table
+    row = {**meta, "started_at": config.get("started_at"), **{f"summary_{k}": v for k, v in summary.items()}}
+    return Runs(runs=pd.DataFrame([row]), paths=[path], **tables)
+
+
+def is_run(path: Path) -> bool:
+    """A directory whose config.json is one that a3c wrote (other tools' config.json files are skipped)."""
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and "env_id" in config and "a3c" in config.get("versions", {})
+
+
+def find_runs(dir_or_glob: str | Path) -> list[Path]:
+    """Run directories under a directory (hidden folders like .venv are not searched), or matching a glob."""
+    text = str(dir_or_glob)
+    roots = [Path(p) for p in sorted(glob.glob(text))] if any(c in text for c in "*?[") else [Path(text)]
+    found = []
+    for root in roots:
+        if is_run(root):
+            found.append(root)
+            continue
+        for folder, subfolders, files in os.walk(root):
+            subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
+            if "config.json" in files and is_run(Path(folder)):
+                found.append(Path(folder))
+                subfolders[:] = []  # a run holds no runs
+    return found
+
+
+def load_runs(dir_or_glob: str | Path | list) -> Runs:
+    """Every run under a directory / matching a glob (or a list of either), concatenated."""
+    sources = dir_or_glob if isinstance(dir_or_glob, list | tuple) else [dir_or_glob]
+    paths = [p for source in sources for p in find_runs(source)]
+    if not paths:
+        raise FileNotFoundError(f"no run directories (with a config.json) in {sources}")
+    loaded = [load_run(p) for p in paths]
+    return Runs(
+        runs=pd.concat([r.runs for r in loaded], ignore_index=True),
+        paths=paths,
+        **{name: pd.concat([getattr(r, name) for r in loaded], ignore_index=True) for name in TABLES},
+    )
+
+
+def runs_table(runs: Runs) -> pd.DataFrame:
+    """The ``a3c runs`` table: env, seed, start, steps, wall, best eval, solved, time to solve."""
+    r = runs.runs
+
+    def get(name: str) -> pd.Series:
+        return r[name] if name in r else pd.Series([None] * len(r))
+
+    return pd.DataFrame(
+        {
+            "run": [Path(p).name for p in r["run"]],
+            "env": r["env_id"],
+            "seed": r["seed"],
+            "start": get("started_at"),
+            "steps": get("summary_total_steps"),
+            "wall_s": get("summary_wall_s"),
+            "best_eval": get("summary_best_mean_return"),
+            "solved": get("summary_solved"),
+            "time_to_solve_s": get("summary_time_to_solve_s"),
+            "exit": get("summary_exit_reason"),
+        }
+    )
+
+
+def aggregate(
+    table: pd.DataFrame,
+    x: str = "global_step",
+    y: str = "mean_return",
+    by: tuple[str, ...] = ("env_id",),
+    points: int = 100,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Mean of ``y`` across runs on a common grid of ``x``, with a bootstrap 95% CI over runs.
+
+    Each run's curve is linearly interpolated onto ``points`` grid values from the earliest first ``x`` to
+    the latest last ``x`` of the group; before its first point a run holds its first value and after its
+    last one its last value (a run that stopped at the target keeps the return it stopped with). Columns:
+    the ``by`` keys, ``x``, ``mean``, ``ci_low``, ``ci_high``, ``n_runs``.
+    """
+    rng = np.random.default_rng(seed)
+    frames = []
+    for keys, group in table.groupby(list(by)):
+        curves = [g.sort_values(x) for _, g in group.groupby("run") if len(g)]
+        if not curves:
+            continue
+        start = min(float(c[x].iloc[0]) for c in curves)
+        end = max(float(c[x].iloc[-1]) for c in curves)
+        grid = np.linspace(start, end, points)
+        values = np.stack([np.interp(grid, c[x].to_numpy(float), c[y].to_numpy(float)) for c in curves])
+        picks = rng.integers(0, len(curves), size=(n_boot, len(curves)))
+        boot_means = values[picks].mean(axis=1)  # [n_boot, points]
+        frame = pd.DataFrame(
+            {
+                x: grid,
+                "mean": values.mean(axis=0),
+                "ci_low": np.percentile(boot_means, 2.5, axis=0),
+                "ci_high": np.percentile(boot_means, 97.5, axis=0),
+                "n_runs": len(curves),
+            }
+        )
+        for key, value in zip(by, keys if isinstance(keys, tuple) else (keys,), strict=True):
+            frame[key] = value
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def plot_runs(runs: Runs, out: str | Path, x: str = "steps", smooth: int = 20) -> Path:
+    """A 2×2 figure: eval mean with a 95% CI band across seeds, smoothed training returns, throughput and
+    policy lag; saved to ``out`` (PNG, PDF or SVG by extension)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    column = {"steps": "global_step", "time": "wall_time"}[x]
+    label = {"steps": "env steps", "time": "wall time (s)"}[x]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), constrained_layout=True)
+    ax = axes[0, 0]
+    curve = aggregate(runs.eval, x=column, y="mean_return") if len(runs.eval) else pd.DataFrame()
+    for env, group in curve.groupby("env_id") if len(curve) else []:
+        n = int(group["n_runs"].iloc[0])
+        ax.plot(group[column], group["mean"], label=f"{env} (n={n})")
+        ax.fill_between(group[column], group["ci_low"], group["ci_high"], alpha=0.25)
+    ax.set(title="Evaluation: mean return, 95% bootstrap CI over runs", xlabel=label, ylabel="return")
+    ax = axes[0, 1]
+    for run, group in runs.episodes.groupby("run") if len(runs.episodes) else []:
+        group = group.sort_values(column)
+        ax.plot(group[column], group["return"].rolling(smooth, min_periods=1).mean(), label=Path(run).name)
+    ax.set(title=f"Training episodes: return (rolling mean of {smooth})", xlabel=label, ylabel="return")
+    ax = axes[1, 0]
+    metrics = runs.metrics
+    if len(metrics):
+        for run, group in metrics.groupby("run"):
+            # Rate of the global step over wall time: every worker counted once, whatever its window.
+            group = group.sort_values("wall_time").drop_duplicates("wall_time")
+            rate = group["global_step"].diff() / group["wall_time"].diff()
+            ax.plot(group["wall_time"], rate.rolling(4, min_periods=1).mean(), label=Path(run).name)
+    ax.set(title="Throughput (all workers)", xlabel="wall time (s)", ylabel="env steps / s")
+    ax = axes[1, 1]
+    if len(metrics):
+        for run, group in metrics.groupby("run"):
+            group = group.sort_values(column)
+            ax.plot(group[column], group["policy_lag_mean"], ".", alpha=0.5, label=Path(run).name)
+    ax.set(title="Policy lag: updates by others between pull and step", xlabel=label, ylabel="updates")
+    for ax in axes.flat:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    out = Path(out)
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+    return out
+
+
+def checkpoint_returns(run_or_checkpoint: str | Path, episodes: int = 100, seed: int = 12345) -> np.ndarray:
+    """Greedy returns [episodes] of a run's best.pt (or a checkpoint file), as ``a3c evaluate`` plays."""
+    from a3c.run.checkpoints import load_policy
+
+    return load_policy(Path(run_or_checkpoint)).play(episodes, seed)[0]

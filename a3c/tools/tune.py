@@ -1,0 +1,205 @@
+"""``a3c tune``: a hyperparameter search with Optuna (TPE sampling, seeded; median pruning on the evaluator's
+curve). Needs the ``tune`` extra (optuna); imported lazily, so ``a3c`` runs without it.
+
+Each trial is an ordinary training run, set up and run as ``a3c train`` runs one (``train_setup``,
+``Trainer``), in ``<study-dir>/trial-<NNN>``: ``a3c runs`` and ``a3c plot`` read the trials. The study lives
+in SQLite: running the same command again continues it to ``--trials`` finished (complete or pruned) trials.
+The best trial is written as a preset (``best-preset.toml``); the search space is in ``a3c.tools.tune_space``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import click
+
+from a3c.core.errors import BadInput
+from a3c.tools.tune_report import STUDY_NAME, best_trial, trials_table, write_best_preset
+from a3c.tools.tune_space import Param, TrialSpec, parse_space
+
+REPORTS = 20  # evaluations reported per trial, one per twentieth of the budget: trials compare at equal time
+STARTUP_TRIALS, WARMUP_REPORTS = 5, 5  # no pruning before 5 finished trials, nor in a trial's first quarter
+FAILURES_IN_A_ROW = 3  # then the search itself is broken (a bad range, a broken env): stop and say so
+
+
+class Outcome(NamedTuple):
+    """One trial's end: its optuna state name, its value (None unless complete) and the run's exit code."""
+
+    state: str
+    value: float | None
+    exit_code: int
+
+
+class Reporter:
+    """The Trainer's ``on_eval`` for one trial: reports the first evaluation in each twentieth k of the
+    budget as ``trial.report(mean_return, k)`` and returns ``trial.should_prune()`` (True stops the run)."""
+
+    def __init__(self, trial: Any, trial_seconds: float):
+        self.trial, self.period, self.reported = trial, trial_seconds / REPORTS, set()
+
+    def __call__(self, record: Any) -> bool:
+        """Take one EvalRecord; True when the pruner says stop."""
+        step = int(record.wall_time / self.period)
+        if step >= REPORTS or step in self.reported:  # after the budget: the final evaluation, the value
+            return False
+        self.reported.add(step)
+        self.trial.report(record.mean_return, step)
+        return self.trial.should_prune()
+
+
+@click.command()
+@click.option("--env", "env_id", required=True, help="Gymnasium env id, e.g. CartPole-v1.")
+@click.option("--trials", type=int, required=True, help="Finished (complete or pruned) trials to reach.")
+@click.option("--trial-seconds", type=float, required=True, help="Training budget of each trial.")
+@click.option(
+    "--storage", default=None, help="Optuna storage URL.  [default: sqlite:///<study-dir>/study.db]"
+)
+@click.option(
+    "--study-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The trials' run dirs, study.db and best-preset.toml.  [default: runs/tune/<env-id>]",
+)
+@click.option(
+    "--space",
+    "space_items",
+    multiple=True,
+    default=None,  # as the other options whose help says what none means
+    metavar="KEY=LOW:HIGH[:log]",
+    help="Replace or add a search range (repeatable), e.g. --space lr=1e-4:3e-3:log; low=high pins a value.  "
+    "[default: the ranges in docs/tune.md]",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the sampler and of every run.")
+@click.option("--serial", is_flag=True, help="Each trial trains one worker in this process.")
+def tune(
+    trials: int, storage: str | None, study_dir: Path | None, space_items: tuple[str, ...], **spec: Any
+) -> None:
+    """Search hyperparameters: each trial trains ENV for --trial-seconds, its value is the final greedy
+    evaluation's mean return; weak trials are pruned. Re-running continues the study. See docs/tune.md."""
+    try:
+        import optuna
+    except ImportError:
+        raise BadInput("tune: needs optuna; install the extra: pip install -e '.[tune]'") from None
+    run = TrialSpec(**spec)
+    if trials < 1:
+        raise BadInput(f"--trials: {trials} is not allowed; expected an integer >= 1")
+    if not (run.trial_seconds > 0 and math.isfinite(run.trial_seconds)):
+        raise BadInput(f"--trial-seconds: {run.trial_seconds} is not allowed; expected a finite number > 0")
+    space = parse_space(space_items)
+    if not run.serial:
+        from a3c.runtime.context import start_early
+
+        start_early()  # the forkserver imports torch while this process does
+    study_dir = study_dir or Path("runs") / "tune" / run.env_id
+    storage = storage or f"sqlite:///{study_dir / 'study.db'}"
+    for bound in (min, max):  # each range's ends make valid runs (env, serial, extras): before anything
+        trial_setup(run, {p.name: bound(bounds(p)) for p in space.values()}, study_dir / "trial-check")
+    study = open_study(optuna, run, storage, study_dir)
+    code = run_study(study, space, run, study_dir, trials)
+    click.echo(trials_table(study))
+    path = write_best_preset(study, run, storage, study_dir)
+    if path is not None:
+        best = best_trial(study)
+        click.echo(f"best: trial {best.number}, value {best.value:.2f} -> {path}")
+    sys.exit(code)
+
+
+def bounds(param: Param) -> tuple[Any, ...]:
+    """The values at the ends of a parameter's range (its choices, when it has them)."""
+    return param.choices or (param.low, param.high)
+
+
+def trial_setup(run: TrialSpec, params: dict[str, Any], run_dir: Path) -> Any:
+    """``a3c train``'s setup (a TrainSetup) of one trial: ``--seed``, ``--max-seconds``, ``--set`` params."""
+    from a3c.training.options import train_setup
+
+    options = {"seed": run.seed, "max_seconds": run.trial_seconds}
+    overrides = tuple(f"{k}={v}" for k, v in params.items())
+    return train_setup(
+        run.env_id, options, overrides, run_dir=run_dir, force=False, resume=None, serial=run.serial
+    )
+
+
+def open_study(optuna: Any, run: TrialSpec, storage: str, study_dir: Path) -> Any:
+    """Create or load the study; trials left running by a killed ``a3c tune`` are marked failed."""
+    study_dir.mkdir(parents=True, exist_ok=True)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=STARTUP_TRIALS, n_warmup_steps=WARMUP_REPORTS)
+    try:
+        study = optuna.create_study(
+            study_name=STUDY_NAME, storage=storage, direction="maximize", pruner=pruner, load_if_exists=True
+        )
+    except Exception as exc:  # a bad URL, a missing driver, a file that is not a database
+        raise BadInput(f"--storage: {storage!r} cannot be opened ({type(exc).__name__}: {exc})") from None
+    recorded = study.user_attrs.get("env_id")
+    if recorded is None:
+        study.set_user_attr("env_id", run.env_id)
+    elif recorded != run.env_id:
+        raise BadInput(f"--env: {run.env_id!r} does not match the study's env {recorded!r} in {storage}")
+    # One a3c tune per study at a time: a trial still RUNNING now was left by a killed one.
+    for stale in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
+        click.echo(f"trial {stale.number}: was left running by an interrupted a3c tune; marked failed")
+    # A resumed study draws new points: the same seed would replay the first trials' (random) samples.
+    study.sampler = optuna.samplers.TPESampler(seed=run.seed + len(study.trials))
+    return study
+
+
+def finished(study: Any) -> int:
+    """Complete and pruned trials: what ``--trials`` counts."""
+    return sum(t.state.name in ("COMPLETE", "PRUNED") for t in study.get_trials(deepcopy=False))
+
+
+def run_study(study: Any, space: dict[str, Param], run: TrialSpec, study_dir: Path, trials: int) -> int:
+    """Run trials until ``trials`` have finished; the exit code (128 + signal when one ended a trial)."""
+    failures = 0
+    while finished(study) < trials:
+        outcome = run_trial(study, space, run, study_dir)
+        if outcome.exit_code >= 128:
+            click.echo("interrupted: re-run the same command to continue the study", err=True)
+            return outcome.exit_code
+        failures = failures + 1 if outcome.state == "FAIL" else 0
+        if failures >= FAILURES_IN_A_ROW:
+            click.echo(f"error: {failures} trials in a row failed; see their run dirs", err=True)
+            return 1
+    return 0
+
+
+def run_trial(study: Any, space: dict[str, Param], run: TrialSpec, study_dir: Path) -> Outcome:
+    """Ask for a trial, train it (the on_eval Reporter prunes it), tell its state and value."""
+    from optuna.trial import TrialState
+
+    from a3c.training.train import Trainer
+
+    trial = study.ask()
+    try:
+        params = {name: param.suggest(trial) for name, param in space.items()}
+        run_dir = study_dir / f"trial-{trial.number:03d}"
+        trial.set_user_attr("run_dir", str(run_dir))
+        setup = trial_setup(run, params, run_dir)
+        trainer = Trainer(setup.config, setup.info, run_dir, serial=run.serial, show_progress=False)
+        trainer.on_eval = Reporter(trial, run.trial_seconds)
+        exit_code = trainer.run()
+    except BaseException:  # bad input, or Ctrl-C outside the run's own handler: the trial did not finish
+        study.tell(trial, state=TrialState.FAIL)
+        raise
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):  # the run could not write it (a full disk): no value
+        summary = {}
+    value = summary.get("last_mean_return")  # the final evaluation (or the one that reached the target)
+    if exit_code == 0 and summary.get("exit_reason") == "pruned":
+        state, value = TrialState.PRUNED, None
+    elif exit_code == 0 and value is not None:
+        state = TrialState.COMPLETE
+    else:  # a failed or interrupted run, or no evaluation within the budget
+        state, value = TrialState.FAIL, None
+    trial.set_user_attr("time_to_solve_s", summary.get("time_to_solve_s"))  # what best_trial ranks first
+    study.tell(trial, value, state=state)
+    shown = "" if value is None else f", value {value:.2f}"
+    click.echo(f"trial {trial.number}: {state.name.lower()}{shown} ({summary.get('exit_reason')})")
+    return Outcome(state.name, value, exit_code)

@@ -1,0 +1,86 @@
+"""What an ``a3c tune`` study shows: its table of trials, its best trial, and that trial as a preset TOML."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from a3c.tools.tune_space import TrialSpec
+
+STUDY_NAME = "a3c-tune"  # one study per storage: its study dir says which env and search it is
+
+
+def best_trial(study: Any) -> Any | None:
+    """Of the complete trials, the one that reached the target soonest; when none did, the one with the
+    highest value (then the earliest). None: no complete trial. On an easy env most trials end at about the
+    maximum return, and a value of 499.7 against 500 says nothing: how soon they got there does."""
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+
+    def rank(trial: Any) -> tuple[int, float]:
+        solve_s = trial.user_attrs.get("time_to_solve_s")
+        return (0, trial.value) if solve_s is None else (1, -solve_s)
+
+    return max(complete, key=rank, default=None)
+
+
+def trials_table(study: Any) -> str:
+    """The study's trials, one line each: trial, state, value, seconds to the target, params; ``*`` marks
+    the best."""
+    best = best_trial(study)
+    lines = [f"{'trial':>6}  {'state':<8}  {'value':>9}  {'solved_s':>8}  params"]
+    for t in study.get_trials(deepcopy=False):
+        value = "-" if t.value is None else f"{t.value:.2f}"
+        solve_s = t.user_attrs.get("time_to_solve_s")
+        solved = "-" if solve_s is None else f"{solve_s:.1f}"
+        params = " ".join(f"{k}={format_value(v)}" for k, v in t.params.items())
+        mark = "*" if best is not None and t.number == best.number else " "
+        lines.append(f"{t.number:>5}{mark}  {t.state.name:<8}  {value:>9}  {solved:>8}  {params}")
+    return "\n".join(lines)
+
+
+def format_value(value: Any) -> str:
+    """A parameter as the table shows it: 4 significant digits for floats."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def toml_value(value: Any) -> str:
+    """A preset value as TOML: a bool, an int, a float (exact repr), a string or a list of them."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string: the same quotes and escapes
+    return repr(value)
+
+
+def write_best_preset(study: Any, run: TrialSpec, storage: str, study_dir: Path) -> Path | None:
+    """``<study-dir>/best-preset.toml``: the env's preset with the best trial's values (None: no complete
+    trial yet). Copied to envs/presets/<env-id>.toml, ``a3c train`` uses it."""
+    from a3c.run.rundir import atomic_write
+    from envs import load_preset, preset_path
+    from envs.atari import v5_id
+
+    best = best_trial(study)
+    if best is None:
+        return None
+    values = {**(load_preset(run.env_id) or {}), **best.params}
+    complete = sum(t.state.name == "COMPLETE" for t in study.get_trials(deepcopy=False))
+    solve_s = best.user_attrs.get("time_to_solve_s")
+    solved = "did not reach the target" if solve_s is None else f"reached the target in {solve_s:.1f} s"
+    header = [
+        f"# {run.env_id} preset written by `a3c tune` on {time.strftime('%Y-%m-%d %H:%M')}:",
+        f"# the best trial of study {STUDY_NAME!r} in {storage}",
+        f"# (of {complete} complete trials: the soonest to the target, else the highest value).",
+        f"# Trial {best.number} ({best.user_attrs.get('run_dir', '?')}) {solved}; value {best.value:.2f},",
+        f"# its final greedy evaluation's mean return within {run.trial_seconds:g} s (seed {run.seed}).",
+        f"# Tuned: {', '.join(best.params)}.",
+        "# The other keys are the env's preset.",
+        f"# To use it: copy it to envs/presets/{preset_path(v5_id(run.env_id)).name}.",
+    ]
+    text = "\n".join([*header, *(f"{k} = {toml_value(v)}" for k, v in values.items())]) + "\n"
+    path = study_dir / "best-preset.toml"
+    atomic_write(path, lambda f: f.write(text.encode()))
+    return path

@@ -1,0 +1,186 @@
+"""The run monitor: takes the children's records, writes episodes.csv and metrics.csv (and TensorBoard),
+tracks evaluations and errors, shows progress and builds summary.json."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from a3c.algo.diagnostics.health import HealthWarning, LearningHealth
+from a3c.core.config import Config
+from a3c.core.records import ErrorRecord, EvalRecord, MetricsRecord
+from a3c.run.csvlog import EPISODE_COLUMNS, METRICS_COLUMNS, CsvLog
+from a3c.run.tensorboard import TensorBoardLog
+from a3c.runtime.shared import Counters
+from a3c.training.progress import Progress
+
+
+class RunMonitor:
+    """Takes the children's records: writes episodes.csv, tracks evals and errors, shows progress."""
+
+    def __init__(
+        self,
+        config: Config,
+        run_dir: Path,
+        counters: Counters,
+        start_time: float,
+        show_progress: bool,
+        serial: bool,
+    ):
+        self.config = config
+        self.serial = serial
+        self.counters = counters
+        self.start_time = start_time
+        self.episodes_log = CsvLog(run_dir / "episodes.csv", EPISODE_COLUMNS)
+        self.metrics_log = CsvLog(run_dir / "metrics.csv", METRICS_COLUMNS)
+        # On resume, TensorBoard drops the events logged after the checkpoint, as the CSVs do.
+        purge = counters.total_steps + 1 if counters.total_steps else None
+        self.tensorboard = TensorBoardLog(run_dir, purge) if config.tensorboard else None
+        self.lag_by_worker: dict[int, float] = {}
+        self.episodes = 0
+        self.last_row = (0.0, 0)  # (wall_time, global_step) of the last episodes.csv row
+        self.last_eval: EvalRecord | None = None
+        self.solved_at: tuple[float, int] | None = None  # (wall_time, global_step) of the first solved eval
+        self.best_mean: float | None = None  # mean_return of the evaluation best.pt holds
+        self.best_selection: float | None = None  # its first eval_episodes' mean, what best.pt is chosen by
+        self.errors: list[ErrorRecord] = []
+        self.progress = Progress(config.max_steps, enabled=show_progress)
+        self.health = LearningHealth(None)  # the trainer gives it the policy's maximum entropy
+        self.warnings: list[HealthWarning] = []
+
+    def resumed(self, checkpoint: dict[str, Any], episodes_kept: int) -> None:
+        """Continue from a resumed checkpoint: its episode count (episodes.csv's rows kept), best, solve."""
+        self.episodes = episodes_kept
+        self.best_mean = checkpoint.get("best_mean_return")
+        # Before best_selection_mean existed, best.pt was chosen by its mean_return.
+        self.best_selection = checkpoint.get("best_selection_mean", self.best_mean)
+        self.warnings = [HealthWarning(**w) for w in checkpoint.get("warnings", [])]
+        self.health.fired.update(w.kind for w in self.warnings)
+        solved = checkpoint.get("solved_at")
+        self.solved_at = None if solved is None else (float(solved[0]), int(solved[1]))
+
+    def best_or_nothing(self) -> float:
+        """The selection mean of the evaluation best.pt holds; -inf before any (every evaluation beats it)."""
+        return -float("inf") if self.best_selection is None else self.best_selection
+
+    def checkpoint_fields(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the monitor, for ``resumed``."""
+        return {
+            "episodes": self.episodes,
+            "best_mean_return": self.best_mean,
+            "best_selection_mean": self.best_selection,
+            "solved_at": self.solved_at,
+            "warnings": [dataclasses.asdict(w) for w in self.warnings],
+        }
+
+    def handle(self, record: Any) -> None:
+        """Take one message: a list of EpisodeRecord (one update's), an EvalRecord or an ErrorRecord."""
+        if self.tensorboard is not None:
+            for item in record if isinstance(record, list) else [record]:
+                self.tensorboard.write(item)
+        if isinstance(record, MetricsRecord):
+            self.metrics_log.write(record)
+            self.lag_by_worker[record.worker] = record.policy_lag_mean
+            for warning in self.health.observe(record, solved=self.solved_at is not None):
+                self.warnings.append(warning)
+                self.progress.warn(f"warning: {warning.message}")
+        elif isinstance(record, list):
+            for episode in record:
+                # Workers stamp their records concurrently, so one may arrive a few steps "late": keeping
+                # the columns non-decreasing (the run-dir contract) costs at most that much precision.
+                self.last_row = (
+                    max(self.last_row[0], episode.wall_time),
+                    max(self.last_row[1], episode.global_step),
+                )
+                self.episodes += 1
+                self.episodes_log.write(
+                    episode._replace(wall_time=self.last_row[0], global_step=self.last_row[1])
+                )
+        elif isinstance(record, EvalRecord):
+            self.last_eval = record
+            self.best_mean = record.best_mean_return
+            self.best_selection = record.best_selection_mean
+            if record.solved and self.solved_at is None:
+                self.solved_at = (record.wall_time, record.global_step)
+        elif isinstance(record, ErrorRecord):
+            self.errors.append(record)
+
+    def refresh(self) -> None:
+        """Show the current totals: steps, episodes, last and best eval, the workers' mean policy lag."""
+        last = None if self.last_eval is None else self.last_eval.mean_return
+        lag = sum(self.lag_by_worker.values()) / len(self.lag_by_worker) if self.lag_by_worker else None
+        elapsed = time.time() - self.start_time
+        self.progress.update(
+            self.counters.total_steps,
+            self.episodes,
+            last,
+            self.best_mean,
+            lag,
+            elapsed,
+            self.config.max_seconds,
+        )
+
+    def summary(self, exit_reason: str, restarts: int) -> dict[str, Any]:
+        """summary.json's contents: solve time and steps, totals, throughput, evaluator CPU, exit reason."""
+        wall_s = time.time() - self.start_time
+        total = self.counters.total_steps
+        # In serial mode the evaluator shares this process, so its CPU time cannot be told apart.
+        cpu_s = None if self.last_eval is None or self.serial else self.last_eval.cpu_s
+        return {
+            "env_id": self.config.env_id,
+            "solved": self.solved_at is not None,
+            "target_return": self.config.target_return,
+            "start_unix": round(self.start_time, 3),  # the Unix time wall_time and time_to_solve_s count from
+            "time_to_solve_s": None if self.solved_at is None else self.solved_at[0],
+            "steps_to_solve": None if self.solved_at is None else self.solved_at[1],
+            "total_steps": total,
+            "wall_s": round(wall_s, 3),
+            "steps_per_s": round(total / wall_s, 1) if wall_s > 0 else None,
+            "best_mean_return": self.best_mean,
+            "exit_reason": exit_reason,
+            "total_updates": self.counters.total_updates,
+            "episodes": self.episodes,
+            "last_mean_return": None if self.last_eval is None else self.last_eval.mean_return,
+            "evaluator_cpu_s": None if cpu_s is None else round(cpu_s, 3),
+            "evaluator_cpu_fraction": None if cpu_s is None else round(cpu_s / wall_s, 4),
+            "restarts": restarts,
+            "skipped_updates": self.counters.total_skipped,
+            "best_selection_mean": self.best_selection,
+            "warnings": [
+                {
+                    "kind": w.kind,
+                    "global_step": w.global_step,
+                    "wall_time": round(w.wall_time, 3),
+                    "message": w.message,
+                }
+                for w in self.warnings
+            ],  # fmt: skip
+        }
+
+    def close(self) -> None:
+        """Close the progress display, the CSV logs and TensorBoard."""
+        self.progress.close()
+        self.episodes_log.close()
+        self.metrics_log.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+
+
+def format_summary(summary: dict[str, Any], run_dir: Path) -> str:
+    """The one-paragraph report printed at the end of a run."""
+    solved = (
+        f"solved in {summary['time_to_solve_s']:.1f} s, {summary['steps_to_solve']:,} steps"
+        if summary["solved"]
+        else "not solved"
+    )
+    best = summary["best_mean_return"]
+    best_text = "-" if best is None else f"{best:.1f}"
+    return (
+        f"{summary['env_id']}: {solved} (best eval {best_text}, target {summary['target_return']}); "
+        f"{summary['total_steps']:,} steps in {summary['wall_s']:.1f} s "
+        f"= {summary['steps_per_s']:,} steps/s; "
+        f"exit: {summary['exit_reason']}\nrun dir: {run_dir}"
+        + "".join(f"\nwarning: {w['message']}" for w in summary.get("warnings", []))
+    )

@@ -1,0 +1,218 @@
+"""The ``a3c train`` options made from the Config fields, and the run those options describe.
+
+A Config field with an ``"option"`` in its metadata (see ``a3c.core.config``) is an ``a3c train`` option:
+its flag, type, choices, help and shown default all come from the field. The option's default is None,
+so that an option not given leaves the value to the env's preset (``a3c.training.resolve``); a bool field is a
+flag, True when given, else None.
+
+``train_setup`` is the rest of ``a3c train`` below click: from the options given to the config, env, run
+dir and checkpoint of the run, or BadInput (exit 2) for anything that does not fit. It imports the
+heavy modules itself, so that ``a3c.cli`` can start the forkserver first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import Field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+import click
+
+from a3c.core.config import Config, field_type
+from a3c.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from envs import EnvInfo
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def option_fields(config: type = Config) -> list[Field]:
+    """The fields of ``config`` that have a command-line option, in field order."""
+    return [f for f in fields(config) if "option" in f.metadata]
+
+
+def option_help(f: Field, config: type = Config) -> str:
+    """The option's help: the field's help as a sentence, then its default as ``--help`` shows it."""
+    text = f.metadata["help"]
+    text = text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+    shown = f.metadata.get("shown_default")
+    is_flag = field_type(f.name, config) is bool  # off unless given: no default to show
+    if shown is None and f.default is not None and not is_flag:
+        shown = "{}"
+    return text if shown is None else f"{text}  [default: {shown.format(f.default)}]"
+
+
+def config_option(f: Field, config: type = Config) -> Callable[[F], F]:
+    """The click option of field ``f`` of ``config``: its value goes to the parameter named like the field,
+    None when the option is not given."""
+    kind, choices = field_type(f.name, config), f.metadata.get("choices")
+    if kind is bool:
+        return click.option(
+            f.metadata["option"], f.name, is_flag=True, default=None, help=option_help(f, config)
+        )
+    return click.option(
+        f.metadata["option"],
+        f.name,
+        type=click.Choice(choices) if choices else kind,
+        default=None,
+        help=option_help(f, config),
+    )
+
+
+def config_options(*names: str, rest: bool = False, config: type = Config) -> Callable[[F], F]:
+    """Decorator: the options of the fields ``names``, in this order, where it stands among the options.
+
+    With ``rest=True``, then every other field with an option that the decorators below this one have not
+    added, in field order: put it on the topmost ``config_options`` of a command, and a field given an
+    ``"option"`` is an option of that command with no other change.
+    """
+    by_name = {f.name: f for f in option_fields(config)}
+    unknown = [name for name in names if name not in by_name]
+    if unknown:
+        raise ValueError(f"config_options: {unknown} are not fields with an option")
+
+    def decorate(command: F) -> F:
+        placed = {p.name for p in getattr(command, "__click_params__", ())}
+        twice = placed.intersection(names)
+        if twice:
+            raise ValueError(f"config_options: the options of {sorted(twice)} are already there")
+        chosen = list(names)
+        if rest:
+            chosen += [name for name in by_name if name not in placed and name not in names]
+        for name in reversed(chosen):  # click lists the option decorated last first
+            command = config_option(by_name[name], config)(command)
+        return command
+
+    return decorate
+
+
+class TrainSetup(NamedTuple):
+    """What ``a3c train`` runs: the config, the env, the run dir and, on a resume, the checkpoint."""
+
+    config: Config
+    info: EnvInfo
+    run_dir: Path
+    checkpoint: dict[str, Any] | None
+
+
+def train_setup(
+    env_id: str | None,
+    options: dict[str, Any],
+    overrides: tuple[str, ...],
+    *,
+    run_dir: Path | None,
+    force: bool,
+    resume: Path | None,
+    serial: bool,
+) -> TrainSetup:
+    """The run ``a3c train`` was asked for; anything that does not fit is BadInput (exit 2).
+
+    Args:
+        env_id: ``--env``, None when not given.
+        options: the config options by field name, None where not given; and ``no_preset`` (``--no-preset``:
+            the env's preset is ignored, derived defaults only), if given.
+        overrides: the ``--set KEY=VALUE`` items.
+        run_dir, force, resume, serial: ``--run-dir``, ``--force``, ``--resume``, ``--serial``.
+    """
+    from a3c.core.config import parse_set
+    from a3c.run.rundir import check_run_dir, default_run_dir
+    from a3c.training.resolve import resolve_config
+    from envs import inspect_env
+
+    workers = options.get("workers")
+    if serial and workers not in (None, 1):
+        raise BadInput(f"--workers: {workers} is not allowed with --serial; expected 1")
+    parsed = parse_set(overrides)
+    options = {**options, "workers": 1 if serial else workers}
+    use_preset = not options.pop("no_preset", False)
+    if resume is not None:
+        if run_dir is not None or force:
+            raise BadInput("--resume: RUN_DIR is the run dir; --run-dir and --force are not allowed with it")
+        if not use_preset:
+            raise BadInput("--no-preset: not allowed with --resume (the run's saved config is used)")
+        config, info, checkpoint = resume_config(resume, env_id, options, parsed)
+        run_dir = resume
+    elif env_id is None:
+        raise BadInput("--env: missing; expected a Gymnasium env id (or --resume RUN_DIR)")
+    else:
+        info = inspect_env(env_id)
+        config = resolve_config(info, options, parsed, use_preset=use_preset)
+        if config.frame_stack > 1:  # the model is built for the stacked observations
+            info = inspect_env(env_id, frame_stack=config.frame_stack)
+        checkpoint = None
+        run_dir = run_dir or default_run_dir(info.env_id, config.seed)
+        check_run_dir(run_dir, force)
+    if serial and config.workers != 1:
+        raise BadInput(f"workers: {config.workers} is not allowed with --serial; expected 1")
+    if config.backend == "ray":
+        _check_ray(config, serial)
+    if config.tensorboard:
+        from a3c.run.tensorboard import check_available
+
+        check_available()
+    return TrainSetup(config, info, run_dir, checkpoint)
+
+
+def _check_ray(config: Config, serial: bool) -> None:
+    """BadInput unless the Ray backend can run ``config``: not serial, ``ray`` installed, a ``--ray-address``
+    that accepts a connection (checked before the run dir exists, so a typo leaves nothing behind)."""
+    if serial:
+        raise BadInput("--serial: not allowed with --backend ray; expected the local backend")
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        raise BadInput(
+            "--backend: ray needs the `ray` extra, which is not installed; install it with "
+            "pip install -e '.[ray]' (or pip install 'ray>=2.40')"
+        ) from None
+    if config.ray_address is not None:
+        from a3c.backends.ray.cluster import check_reachable
+
+        try:
+            check_reachable(config.ray_address)
+        except ConnectionError as exc:
+            raise BadInput(str(exc)) from None
+
+
+def resume_config(
+    run_dir: Path, env_id: str | None, options: dict[str, Any], overrides: dict[str, Any]
+) -> tuple[Config, EnvInfo, dict[str, Any]]:
+    """The config, env and checkpoint of a resume; anything that does not fit is BadInput (exit 2).
+
+    The saved config, then the options given (None: not given), then ``--set``; env and model shape may
+    not change.
+    """
+    import json
+
+    from a3c.core.spaces import Spaces
+    from a3c.run.resume import check_compatible, load_resume_checkpoint
+    from envs import inspect_env
+
+    checkpoint = load_resume_checkpoint(run_dir)
+    saved = Config.from_dict(checkpoint["config"])
+    try:
+        recorded_env = json.loads((run_dir / "config.json").read_text()).get("env_id")
+    except (OSError, ValueError, AttributeError):
+        recorded_env = None
+    if recorded_env != saved.env_id:
+        raise BadInput(
+            f"--resume: checkpoints/last.pt is for {saved.env_id!r} but {str(run_dir)!r} is a run of "
+            f"{recorded_env!r}; a checkpoint of another env cannot be resumed here"
+        )
+    if env_id is not None and env_id != saved.env_id:
+        raise BadInput(f"--env: {env_id!r} does not match the resumed run's env {saved.env_id!r}")
+    info = inspect_env(saved.env_id, frame_stack=saved.frame_stack)
+    try:
+        saved_spaces = Spaces.of_checkpoint(checkpoint)
+    except (KeyError, TypeError, ValueError):
+        raise BadInput(
+            "--resume: checkpoints/last.pt does not say which spaces its model was built for"
+        ) from None
+    if info.spaces != saved_spaces:
+        raise BadInput(f"--resume: the checkpoint's model does not fit {saved.env_id}'s spaces")
+    values = {**saved.to_dict(), **{k: v for k, v in options.items() if v is not None}, **overrides}
+    config = Config(**values).validate()
+    check_compatible(checkpoint, config, run_dir)
+    return config, info, checkpoint

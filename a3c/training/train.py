@@ -1,0 +1,281 @@
+"""One training run: build (or resume) the shared state and the run dir, then ONE loop over any backend —
+poll records → monitor → budgets and signals → finite check → periodic checkpoint — then finish
+(last.pt, summary.json, the exit code).
+
+``Trainer.run`` is the whole of ``a3c train`` after the config is resolved. Where the learners run is the
+backend's business (a3c/backends): ``serial`` (this process), ``local`` (child processes), ``ray`` (actors).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from a3c.algo.diagnostics.health import LearningHealth, max_entropy, saturation_floor
+from a3c.algo.shared.optim import non_finite_counts
+from a3c.backends.base import Backend, BackendFailed
+from a3c.core.config import Config
+from a3c.core.records import EpisodeRecord, ErrorRecord, EvalRecord
+from a3c.core.seeding import child_seed
+from a3c.run import checkpoints
+from a3c.run.resume import trim_logs
+from a3c.run.rundir import create_run_dir, run_metadata, write_json
+from a3c.runtime.bundle import SharedState, build_state
+from a3c.runtime.shared import StopReason
+from a3c.training.monitor import RunMonitor, format_summary
+from envs import EnvInfo
+
+TICK_S = 0.1  # supervision period: how often the trainer looks at children, budgets and signals
+FINITE_CHECK_S = 1.0  # how often the shared parameters are checked for NaN/inf
+EXIT_CODES = {StopReason.SOLVED: 0, StopReason.MAX_STEPS: 0, StopReason.MAX_SECONDS: 0, StopReason.FAILED: 1}
+EXIT_CODES[StopReason.PRUNED] = 0  # ``on_eval`` asked to stop (a3c tune pruned the run): a clean end
+
+
+class Trainer:
+    """One training run (or the next segment of one, with ``resume``). Call ``run()`` once; it returns the
+    process exit code.
+
+    Args:
+        config: the resolved, validated config.
+        info: the inspected env.
+        run_dir: the run directory (created here; with ``resume`` it exists and is continued).
+        serial: one learner in this process instead of spawned workers.
+        force: replace an earlier run in ``run_dir``.
+        show_progress: the live display.
+        resume: a checkpoint from ``load_resume_checkpoint`` to continue from.
+
+    Set ``on_eval`` before ``run()`` to see each EvalRecord as it arrives; when it returns True the run stops
+    (exit 0, exit_reason "pruned"): how ``a3c tune`` reports a trial's curve and prunes it.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        info: EnvInfo,
+        run_dir: Path,
+        *,
+        serial: bool = False,
+        force: bool = False,
+        show_progress: bool = True,
+        resume: dict[str, Any] | None = None,
+    ):
+        self.config, self.info, self.serial = config, info, serial
+        torch.set_num_threads(1)  # invariant 3: measured 10x slower on 2 cores without it
+        torch.manual_seed(config.seed)
+        state = build_state(config, info, resume, str(run_dir / "checkpoints" / "last.pt"))
+        self.model, self.optimizer, self.counters = state.model, state.optimizer, state.counters
+        self.obs_stats, self.reward_stats, self.stop = state.obs_stats, state.reward_stats, state.stop
+        self.resume_index = 0 if resume is None else int(resume.get("resumes", 0)) + 1
+        wall_before = 0.0 if resume is None else float(resume["wall_time"])
+        self.run_dir = create_run_dir(run_dir, force) if resume is None else run_dir
+        episodes_kept = 0 if resume is None else trim_logs(run_dir, resume)
+        self.metadata = run_metadata()  # once: its git call would start a process at every checkpoint
+        metadata = {**config.to_dict(), "serial": serial, **self.metadata, "resumes": self.resume_index}
+        write_json(self.run_dir / "config.json", metadata)
+        self.start_time = time.time() - wall_before  # wall_time continues across a resume
+        self.shared = dataclasses.replace(state, run_dir=self.run_dir, start_time=self.start_time)
+        self.monitor = RunMonitor(config, self.run_dir, self.counters, self.start_time, show_progress, serial)
+        # A categorical's entropy is checked against its uniform's, a tanh Gaussian's against saturation.
+        floors = max_entropy(info.spaces), saturation_floor(info.spaces, config.squash)
+        self.monitor.health = LearningHealth(*floors)
+        if resume is not None:
+            self.monitor.resumed(resume, episodes_kept)
+        self.backend: Backend | None = None  # while the loop runs
+        self.on_eval: Callable[[EvalRecord], bool] | None = None
+        self.restarts = 0
+        self.signal_received: int | None = None
+        self.params_finite = True
+        self.handle_failed = False
+        self.last_checkpoint = self.last_finite_check = time.monotonic()
+
+    # -- the one loop ---------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Train until the target, a budget, a signal or a failure; write last.pt and summary.json."""
+        old_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+            try:
+                self._loop()
+            except Exception:
+                self.monitor.errors.append(ErrorRecord("trainer", traceback.format_exc()))
+            return self._finish()
+        finally:
+            for s, handler in old_handlers.items():
+                signal.signal(s, handler)
+
+    def _loop(self) -> None:
+        interrupted = lambda: self.signal_received is not None  # noqa: E731
+        self.backend = backend = start_backend(
+            self.shared, self.serial, self.resume_index, self.monitor.best_or_nothing, interrupted
+        )
+        try:
+            while not self.stop.is_set():
+                self._take(backend.poll(TICK_S))
+                self._check_budget_and_signals()
+                self.monitor.refresh()
+            budget_end = self.stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
+            if budget_end and not self.monitor.errors and self.signal_received is None:
+                self._take(backend.final_evaluation())
+        except BackendFailed as exc:  # e.g. the Ray server hung under a checkpoint's sync or the finite check
+            self._take([exc.record()])
+        finally:
+            # The first reason wins: a loop left by an exception records one, so the children stop.
+            self.stop.stop(StopReason.FAILED if self.monitor.errors else StopReason.INTERRUPTED)
+            try:
+                # A Ray backend's last sync leaves the final state in the trainer's model and counters.
+                self._take(backend.stop(interrupted))
+            finally:
+                self.restarts = backend.restarts
+                self.backend = None
+
+    def _take(self, records: list[Any]) -> None:
+        for record in records:
+            try:
+                self.monitor.handle([record] if isinstance(record, EpisodeRecord) else record)
+            except Exception:  # e.g. a CSV write on a full disk: the run must stop, not lose rows silently
+                if not self.handle_failed:  # the first failure says why; the next records still get a try
+                    self.handle_failed = True
+                    self.monitor.errors.append(ErrorRecord("trainer", traceback.format_exc()))
+            if isinstance(record, EvalRecord) and record.solved:
+                self.stop.stop(StopReason.SOLVED)
+            if isinstance(record, EvalRecord) and self.on_eval is not None and self.on_eval(record):
+                self.stop.stop(StopReason.PRUNED)  # the first reason wins: a solved run stays solved
+
+    def _on_signal(self, signum, _frame) -> None:
+        # Only record it; the loop acts on it within one tick.
+        self.signal_received = signum
+
+    def _check_budget_and_signals(self) -> None:
+        cfg = self.config
+        if self.signal_received is not None:
+            self.stop.stop(StopReason.INTERRUPTED)
+        elif self.monitor.errors:
+            self.stop.stop(StopReason.FAILED)
+        elif cfg.max_seconds is not None and time.time() - self.start_time >= cfg.max_seconds:
+            self.stop.stop(StopReason.MAX_SECONDS)
+        elif cfg.max_steps is not None and self.counters.total_steps >= cfg.max_steps:
+            self.stop.stop(StopReason.MAX_STEPS)
+        now = time.monotonic()
+        if now - self.last_finite_check >= FINITE_CHECK_S:
+            self.last_finite_check = now
+            self._check_finite()
+        if now - self.last_checkpoint >= cfg.checkpoint_interval and self.params_finite:
+            try:
+                self._save_last()
+            except OSError as exc:  # a full disk should not end the run; the last good checkpoint stays
+                self.last_checkpoint = now
+                print(f"warning: checkpoint failed, the previous one is kept: {exc}", file=sys.stderr)
+
+    # -- checkpoints ---------------------------------------------------------------------------------------
+
+    def _check_finite(self) -> None:
+        """NaN/inf in the shared weights ends the run; the last (good) checkpoint is then not overwritten.
+        On Ray the weights live in the server: it counts, and the driver gets a verdict, not the state."""
+        if not self.params_finite:
+            return
+        counts = non_finite_counts(self.model) if self.backend is None else self.backend.non_finite_counts()
+        bad = {name: count for name, count in counts.items() if count}
+        if bad:
+            self.params_finite = False
+            where = ", ".join(f"{name} ({count} values)" for name, count in bad.items())
+            self.monitor.errors.append(
+                ErrorRecord(
+                    "trainer",
+                    f"the shared parameters became non-finite (NaN or inf) in {where}; training stopped and "
+                    "checkpoints/last.pt was left as the last good checkpoint (try a lower lr)",
+                )
+            )
+
+    def _save_last(self) -> None:
+        """Write checkpoints/last.pt (and its step-*.pt history) from one snapshot of the shared state."""
+        self.last_checkpoint = time.monotonic()
+        if self.backend is not None:
+            self.backend.sync()
+        payload = checkpoints.checkpoint_payload(
+            self.config,
+            self.info.spaces,
+            **self.shared.snapshot(),
+            **self.monitor.checkpoint_fields(),
+            wall_time=time.time() - self.start_time,
+            resumes=self.resume_index,
+            rng_state=torch.get_rng_state(),
+            **self.metadata,
+        )
+        # The finiteness check runs once a second: look again at exactly what is about to be saved (the
+        # payload holds copies), so a NaN that appeared since can never replace the last good checkpoint.
+        if not all(bool(torch.isfinite(t).all()) for t in payload["model_state"].values()):
+            self._check_finite()
+            return
+        checkpoints.save_last(self.run_dir / "checkpoints", payload, self.config.keep_checkpoints)
+
+    # -- the end ---------------------------------------------------------------------------------------------
+
+    def _finish(self) -> int:
+        self._check_finite()
+        exit_code, exit_reason = exit_status(self.stop.reason, self.monitor.errors, self.signal_received)
+        if self.monitor.errors:
+            first = self.monitor.errors[0]
+            print(f"error: {first.source} failed:\n{first.traceback.rstrip()}", file=sys.stderr)
+        if self.params_finite:
+            try:
+                self._save_last()
+            except OSError as exc:  # still write the summary below
+                print(f"error: could not write checkpoints/last.pt: {exc}", file=sys.stderr)
+                exit_code = exit_code or 1
+        summary = self.monitor.summary(exit_reason, self.restarts)
+        write_json(self.run_dir / "summary.json", summary)
+        self.monitor.refresh()  # the display ends on the final totals
+        self.monitor.close()
+        print(format_summary(summary, self.run_dir), flush=True)
+        return exit_code
+
+
+def exit_status(reason: StopReason, errors: list[ErrorRecord], signum: int | None) -> tuple[int, str]:
+    """(exit code, summary's exit_reason) of a run that stopped for ``reason``: any error makes it a failure
+    (exit 1, "failed: <source>"), a signal an interruption (128 + signal, its name)."""
+    if errors:
+        reason = StopReason.FAILED
+    elif signum is not None:
+        reason = StopReason.INTERRUPTED
+    if reason == StopReason.INTERRUPTED:
+        signum = signum or signal.SIGINT
+        return 128 + signum, signal.Signals(signum).name
+    if reason == StopReason.FAILED:
+        return EXIT_CODES[reason], f"failed: {errors[0].source}" if errors else "failed"
+    return EXIT_CODES[reason], reason.name.lower()
+
+
+def start_backend(
+    shared: SharedState,
+    serial: bool,
+    resume_index: int,
+    best_mean: Callable[[], float],
+    interrupted: Callable[[], bool],
+) -> Backend:
+    """Start the run's backend: ``serial`` (this process), else ``config.backend`` (local or ray). Seeds come
+    from ``child_seed`` (the evaluator's slot is ``workers``); ``best_mean()`` is the best evaluation so far,
+    ``interrupted()`` true once a signal arrived."""
+    cfg = shared.config
+    eval_seed = child_seed(cfg.seed, cfg.workers, 0, resume_index)
+    if serial:
+        from a3c.backends.serial import SerialBackend
+
+        seeds = (child_seed(cfg.seed, 0, 0, resume_index), eval_seed)
+        return SerialBackend(shared, seeds, best_mean(), interrupted)
+    if cfg.backend == "ray":
+        from a3c.backends.ray.driver import RayRun  # Ray is an extra: imported only when asked for
+
+        return RayRun(shared, (cfg.seed, eval_seed), resume_index, best_mean())
+    from a3c.backends.local import LocalBackend
+
+    return LocalBackend(shared, resume_index, best_mean)
