@@ -43,10 +43,10 @@ class SerialBackend:
             cfg,
             shared.model,
             shared.optimizer,
-            seeds[0],
-            lambda: (shared.counters.total_updates, shared.counters.total_steps),
-            None if obs is None else obs.writer(0),
-            None if rewards is None else rewards.writer(0),
+            seed=seeds[0],
+            clock=lambda: (shared.counters.total_updates, shared.counters.total_steps),
+            normalizer=None if obs is None else obs.writer(0),
+            reward_stats=None if rewards is None else rewards.writer(0),
         )
         self.window = MetricsWindow(0, every_steps=cfg.metrics_interval_steps)
         self.evaluator = Evaluator(shared, seeds[1], best_mean)

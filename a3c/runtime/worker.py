@@ -73,10 +73,10 @@ def worker_main(worker_id: int, shared: SharedState, conn: Connection, seed: int
             shared.config,
             shared.model,
             shared.optimizer,
-            seed,
-            lambda: (shared.counters.total_updates, shared.counters.total_steps),
-            None if obs is None else obs.writer(worker_id),
-            None if rewards is None else rewards.writer(worker_id),
+            seed=seed,
+            clock=lambda: (shared.counters.total_updates, shared.counters.total_steps),
+            normalizer=None if obs is None else obs.writer(worker_id),
+            reward_stats=None if rewards is None else rewards.writer(worker_id),
         )
         guard.cleanups.append(learner.close)
         window = MetricsWindow(worker_id, every_steps=shared.config.metrics_interval_steps)

@@ -39,16 +39,20 @@ def build_model(config: Config, spaces: Spaces) -> nn.Module:
     or ``ConvActorCritic`` (the A3C paper's conv net, with an LSTM when ``lstm_size``)."""
     if config.model == "cnn":
         return ConvActorCritic(
-            spaces.obs_shape, spaces.n_actions, config.lstm_size, spaces.continuous, config.init_log_std
+            spaces.obs_shape,
+            spaces.n_actions,
+            lstm_size=config.lstm_size,
+            continuous=spaces.continuous,
+            init_log_std=config.init_log_std,
         )
     return ActorCritic(
         spaces.obs_dim,
         spaces.n_actions,
-        config.hidden_sizes,
-        config.shared_body,
-        spaces.continuous,
-        config.gaussian_std == "state",
-        config.init_log_std,
+        hidden_sizes=config.hidden_sizes,
+        shared_body=config.shared_body,
+        continuous=spaces.continuous,
+        state_std=config.gaussian_std == "state",
+        init_log_std=config.init_log_std,
     )
 
 
@@ -60,7 +64,7 @@ def build_shared(config: Config, spaces: Spaces) -> tuple[nn.Module, SharedOptim
     return model, make_optimizer(config.optimizer, [flat], config.lr, config.optimizer_eps)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UpdateResult:
     """What one update did: env steps consumed, episodes that ended, loss parts and the gradient norm; the
     variances of the returns and of the critic's residuals over its samples (for the explained variance)."""
@@ -97,6 +101,7 @@ class Learner:
         config: Config,
         shared_model: nn.Module,
         optimizer: SharedOptimizer,
+        *,
         seed: int,
         clock: Callable[[], tuple[int, int]] = lambda: (0, 0),
         normalizer: ObsNormalizer | None = None,
@@ -136,22 +141,34 @@ class Learner:
     def update(self) -> UpdateResult:
         """Run one full update and return what it did (a non-finite grad_norm: the step was skipped).
 
-        The path of one update, file by file (all under a3c/algo/):
-        1. ``update.pull_weights``: copy the shared flat weights into this worker's local flat buffer.
-        2. ``rollout.RolloutCollector.collect``: t_max steps of the worker's envs with ``policy`` (the
-           model's numpy twin, ``mlp.NumpyMlp``, or torch with a carried LSTM state), into a
-           ``segment.Segment`` [t_max, envs, ...].
-        3. The loss and its gradient, into the local flat gradient buffer (``flat.attach_flat_grad``):
-           - the MLP (``numpy_grad``): ``mlp_grad.MlpGradient.loss_and_grad``: ``segment.segment_batch`` →
-             ``mlp.NumpyMlp.forward`` → ``segment.segment_targets`` (``returns.gae``) →
-             ``policy_grad.policy_terms`` → ``mlp.NumpyMlp.backward``; then ``flat.clip_flat_grad``;
-           - otherwise, autograd: ``update.segment_loss`` (the same batch and targets, ``losses.a2c_loss``
-             with ``distributions``' log-probs and entropies) → ``update.compute_gradients`` (backward, clip).
-        4. ``flat.GradViewGuard.check``: every parameter's ``.grad`` still views that buffer (invariant 2).
-        5. ``update.hand_off_gradients``: the shared flat parameter's ``.grad`` is this update's gradient;
-           ``schedule.scheduled_lr``; ``optim.SharedAdam.step`` (or ``SharedRMSprop``) on the shared flat
-           buffer and its shared moments, lock-free.
-        ``tests/algo/fast/test_mlp_grad.py`` checks step 3's numpy path against the autograd one."""
+        One update, in five steps:
+        1. pull the shared flat weights into this worker's local flat buffer;
+        2. roll out t_max steps of the worker's envs into a ``Segment`` [t_max, envs, ...], acting with the
+           model's numpy twin (an MLP) or torch (with a carried LSTM state);
+        3. the loss and its gradient, into the local flat gradient buffer: the numpy closed form for the MLP
+           with discrete actions (``numpy_grad``), autograd otherwise; then clip its norm;
+        4. check every parameter's ``.grad`` still views that buffer (invariant 2);
+        5. hand the gradient to the shared flat parameter, set the scheduled lr, step the shared optimizer
+           (lock-free, on the shared buffer and its shared moments).
+
+        The files it runs through (under a3c/algo/), each once, in the order the update first reaches them:
+        - ``learner/torch_update.py``: ``pull_weights`` (1); ``segment_loss`` → ``compute_gradients`` (3,
+          autograd); ``hand_off_gradients`` (5);
+        - ``learner/rollout.py``: ``RolloutCollector.collect`` (2);
+        - ``models/policy.py``: how the model acts (2);
+        - ``models/numpy_mlp.py``: ``NumpyMlp.forward`` (2, and 3's numpy path) and ``backward`` (3);
+        - ``loss/segment.py``: ``Segment``, ``segment_batch`` (every observation of the update in one batch),
+          ``segment_targets`` (2, 3);
+        - ``loss/returns.py``: ``gae`` (3);
+        - ``fast/mlp_grad.py``: ``MlpGradient.loss_and_grad`` (3, numpy);
+        - ``fast/policy_grad.py``: ``policy_terms`` (3, numpy);
+        - ``models/distributions.py``: log-probs and entropies (3, autograd);
+        - ``loss/losses.py``: ``a2c_loss`` (3, autograd);
+        - ``shared/flat.py``: ``attach_flat_grad``, ``clip_flat_grad`` (3), ``GradViewGuard.check`` (4);
+        - ``learner/schedule.py``: ``scheduled_lr`` (5);
+        - ``shared/optim.py``: ``SharedAdam.step`` (or ``SharedRMSprop``) (5).
+        ``reference.py`` is step 3 in one function of plain autograd; tests/algo/test_reference.py checks
+        both of step 3's paths against it."""
         cfg = self.config
         pull_weights(self.local_flat, self.shared_flat)
         pulled_version, pulled_steps = self.clock()
@@ -173,15 +190,15 @@ class Learner:
                     group["lr"] = lr
             self.optimizer.step()
         return UpdateResult(
-            cfg.steps_per_update,
-            episodes,
-            loss.policy,
-            loss.value,
-            loss.entropy,
-            grad_norm,
-            loss.return_var,
-            loss.residual_var,
-            self.clock()[0] - pulled_version,
+            steps=cfg.steps_per_update,
+            episodes=episodes,
+            policy_loss=loss.policy,
+            value_loss=loss.value,
+            entropy=loss.entropy,
+            grad_norm=grad_norm,
+            return_var=loss.return_var,
+            residual_var=loss.residual_var,
+            policy_lag=self.clock()[0] - pulled_version,
         )
 
     def close(self) -> None:

@@ -205,17 +205,18 @@ class RayWorker:
         model = build_model(cfg, spaces)
         self.link = GradientLink(flatten_parameters(model), cfg.lr, cfg.sync_every)
         self.link.load(weights)
-        # A private twin of the run's statistics; its own slot too comes from the server, so a restarted
-        # worker goes on from what its previous incarnation sent.
+        # A private twin of the run's statistics, its slot from the server: a restart goes on from it.
         self.stats = RunStats.empty(spaces.obs_shape, cfg.workers, cfg.obs_norm, cfg.reward_scale)
         self.stats.load(stats)
+        normalizer, reward_stats = self.stats.writers(worker)
         self.learner = Learner(
             cfg,
             model,
             self.link,
-            child_seed(seed, worker, restart, resume_index),
-            lambda: (self.updates_seen, self.global_step),
-            *self.stats.writers(worker),
+            seed=child_seed(seed, worker, restart, resume_index),
+            clock=lambda: (self.updates_seen, self.global_step),
+            normalizer=normalizer,
+            reward_stats=reward_stats,
         )
         self.window = MetricsWindow(worker, every_steps=cfg.metrics_interval_steps)
 

@@ -11,7 +11,16 @@ from a3c.algo.learner.learner import UpdateResult
 
 
 def update(return_var: float, residual_var: float) -> UpdateResult:
-    return UpdateResult(80, [], 0.0, 0.1, 1.7, 0.5, return_var, residual_var)
+    return UpdateResult(
+        steps=80,
+        episodes=[],
+        policy_loss=0.0,
+        value_loss=0.1,
+        entropy=1.7,
+        grad_norm=0.5,
+        return_var=return_var,
+        residual_var=residual_var,
+    )
 
 
 def test_a_segment_whose_returns_barely_vary_does_not_swamp_the_explained_variance():
