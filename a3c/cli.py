@@ -91,6 +91,7 @@ def train(
         from a3c.runtime.context import start_early
 
         start_early()
+    from a3c.core.cpus import SPARE_CPU_ABOVE
     from a3c.training.train import Trainer
 
     setup = train_setup(
@@ -105,6 +106,12 @@ def train(
         show_progress=not quiet,
         resume=setup.checkpoint,
     )
+    if setup.auto_workers and not quiet:  # once the run dir exists: bad input stays one line
+        print(
+            f"workers: {setup.config.workers} (auto: one per CPU this process may use, "
+            f"less one above {SPARE_CPU_ABOVE}; --workers N to choose)",
+            file=sys.stderr,
+        )
     code = trainer.run()
     sys.exit(record_best(setup.run_dir, code) if video else code)
 

@@ -25,6 +25,7 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from a3c.core.cpus import AUTO, auto_workers, usable_cpus
 from a3c.core.errors import BadInput
 
 # The shown default of an option whose field presets usually set.
@@ -41,11 +42,13 @@ class Config:
         default=0, metadata={"help": "seed of every random stream of the run", "option": "--seed"}
     )
     workers: int = field(
-        default=2,
+        default=AUTO,  # type: ignore[assignment]  # a count once constructed (__post_init__)
         metadata={
-            "help": "worker processes (each with its own envs)",
+            "help": "worker processes (each with its own envs); auto: one per CPU this process may use "
+            "(less one above 4 CPUs)",
             "option": "--workers",
             "shown_default": PRESET_ELSE,
+            "auto": True,
         },
     )
     envs_per_worker: int = field(
@@ -257,6 +260,10 @@ class Config:
         },
     )
 
+    def __post_init__(self) -> None:
+        if self.workers == AUTO:  # the count for this process's CPUs (a3c/core/cpus.py)
+            object.__setattr__(self, "workers", auto_workers(usable_cpus()))
+
     def validate(self) -> Config:
         """Raise BadInput naming the first invalid field, its value and what is allowed; return self."""
         finite = math.isfinite
@@ -388,6 +395,8 @@ def known_keys(values: dict[str, Any], source: str) -> dict[str, Any]:
 def coerce(name: str, value: Any) -> Any:
     """Turn ``value`` (a TOML/JSON value or a command-line string) into the type of field ``name``."""
     base = field_type(name)
+    if FIELDS[name].metadata.get("auto") and isinstance(value, str) and value.strip().lower() == AUTO:
+        return AUTO  # resolved to a count when the run is set up
     optional = base is not _TYPES[name]
     if optional and (value is None or (isinstance(value, str) and value.lower() in ("none", "null", ""))):
         return None
@@ -407,7 +416,7 @@ def coerce(name: str, value: Any) -> Any:
     except (TypeError, ValueError, OverflowError):
         kind = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
             base, "comma-separated integers"
-        )
+        ) + (f" or {AUTO}" if FIELDS[name].metadata.get("auto") else "")
         raise BadInput(f"{name}: {value!r} is not allowed; expected {kind}") from None
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 import click
 
 from a3c.core.config import Config, field_type
+from a3c.core.cpus import AUTO
 from a3c.core.errors import BadInput
 
 if TYPE_CHECKING:
@@ -44,10 +45,29 @@ def option_help(f: Field, config: type = Config) -> str:
     return text if shown is None else f"{text}  [default: {shown.format(f.default)}]"
 
 
+class IntOrAuto(click.ParamType):
+    """An integer option that also takes ``auto`` (resolved when the run is set up)."""
+
+    name = f"integer or {AUTO}"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int | str:
+        """``value`` as an int, or ``auto``; anything else is click's usage error (exit 2)."""
+        if isinstance(value, int) or value == AUTO:
+            return value
+        if str(value).strip().lower() == AUTO:
+            return AUTO
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"{value!r} is not an integer or {AUTO}", param, ctx)
+
+
 def config_option(f: Field, config: type = Config) -> Callable[[F], F]:
     """The click option of field ``f`` of ``config``: its value goes to the parameter named like the field,
     None when the option is not given."""
     kind, choices = field_type(f.name, config), f.metadata.get("choices")
+    if f.metadata.get("auto"):
+        kind = IntOrAuto()
     if kind is bool:
         return click.option(
             f.metadata["option"], f.name, is_flag=True, default=None, help=option_help(f, config)
@@ -89,12 +109,14 @@ def config_options(*names: str, rest: bool = False, config: type = Config) -> Ca
 
 
 class TrainSetup(NamedTuple):
-    """What ``a3c train`` runs: the config, the env, the run dir and, on a resume, the checkpoint."""
+    """What ``a3c train`` runs: the config, the env, the run dir and, on a resume, the checkpoint; whether
+    the worker count is ``auto``'s (one per usable CPU)."""
 
     config: Config
     info: EnvInfo
     run_dir: Path
     checkpoint: dict[str, Any] | None
+    auto_workers: bool = False
 
 
 def train_setup(
@@ -119,12 +141,15 @@ def train_setup(
     from a3c.core.config import parse_set
     from a3c.run.rundir import check_run_dir, default_run_dir
     from a3c.training.resolve import resolve_config
-    from envs import inspect_env
+    from envs import inspect_env, load_preset
 
     workers = options.get("workers")
-    if serial and workers not in (None, 1):
+    if serial and workers not in (None, 1, AUTO):
         raise BadInput(f"--workers: {workers} is not allowed with --serial; expected 1")
     parsed = parse_set(overrides)
+    asked = parsed.get("workers", workers)  # --set wins over --workers
+    if serial and parsed.get("workers") == AUTO:
+        parsed["workers"] = 1
     options = {**options, "workers": 1 if serial else workers}
     use_preset = not options.pop("no_preset", False)
     if resume is not None:
@@ -134,11 +159,14 @@ def train_setup(
             raise BadInput("--no-preset: not allowed with --resume (the run's saved config is used)")
         config, info, checkpoint = resume_config(resume, env_id, options, parsed)
         run_dir = resume
+        auto = not serial and asked == AUTO
     elif env_id is None:
         raise BadInput("--env: missing; expected a Gymnasium env id (or --resume RUN_DIR)")
     else:
         info = inspect_env(env_id)
         config = resolve_config(info, options, parsed, use_preset=use_preset)
+        preset = (load_preset(info.env_id) if use_preset else None) or {}
+        auto = not serial and asked in (None, AUTO) and preset.get("workers", AUTO) == AUTO
         if config.frame_stack > 1:  # the model is built for the stacked observations
             info = inspect_env(env_id, frame_stack=config.frame_stack)
         checkpoint = None
@@ -152,7 +180,7 @@ def train_setup(
         from a3c.run.tensorboard import check_available
 
         check_available()
-    return TrainSetup(config, info, run_dir, checkpoint)
+    return TrainSetup(config, info, run_dir, checkpoint, auto_workers=auto)
 
 
 def _check_ray(config: Config, serial: bool) -> None:

@@ -272,13 +272,17 @@ def test_a_field_given_an_option_gets_one():
     assert sorted(names) == sorted([f.name for f in option_fields(Extended)] + ["other"])  # each once
     output = words(CliRunner().invoke(command, ["--help"]).output)
     assert "--new-knob INTEGER A knob no one has yet. [default: 7]" in output, output
-    assert "--new-flag A new switch." in output and "[default: the env's preset, else 2]" in output
+    assert "--new-flag A new switch." in output and "[default: the env's preset, else auto]" in output
     assert CliRunner().invoke(command, []).exit_code == 0
     assert seen["new_knob"] is None and seen["new_flag"] is None and seen["workers"] is None  # not given
     assert CliRunner().invoke(command, ["--new-knob", "3", "--new-flag", "--backend", "ray"]).exit_code == 0
     assert (seen["new_knob"], seen["new_flag"], seen["backend"]) == (3, True, "ray")
     result = CliRunner().invoke(command, ["--new-knob", "x"])
     assert result.exit_code == 2 and "'x' is not a valid integer" in result.output
+    for given, taken in (("auto", "auto"), ("AUTO", "auto"), ("8", 8)):  # workers: a count or auto
+        assert CliRunner().invoke(command, ["--workers", given]).exit_code == 0 and seen["workers"] == taken
+    result = CliRunner().invoke(command, ["--workers", "many"])
+    assert result.exit_code == 2 and "'many' is not an integer or auto" in result.output
     with pytest.raises(ValueError, match="already there"):  # one option per field
         config_options("seed")(config_options("seed")(lambda **options: None))
 

@@ -36,6 +36,19 @@ def test_cartpole_solves_with_two_spawned_workers_within_240_s(run_dir, token, s
 
 
 @SEEDS
+def test_cartpole_solves_with_eight_workers_on_two_cores_within_240_s(run_dir, token, seed):
+    """The preset with 8 workers, more than this machine's cores, solves CartPole: the lr and t_max that 2
+    workers solve with need no change at 8. In `make test`: that 8 workers start, all train, survive a
+    SIGKILLed trainer and resume (tests/e2e/test_many_workers.py)."""
+    args = f"train --env CartPole-v1 --workers 8 --seed {seed} --max-seconds 240 --quiet"
+    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=400, token=token)
+    assert result.returncode == 0, result.stderr
+    summary = read_json(run_dir / "summary.json")
+    assert summary["solved"] is True and summary["best_mean_return"] >= 475, summary
+    assert {int(r["worker"]) for r in csv_rows(run_dir / "episodes.csv")} == set(range(8))
+
+
+@SEEDS
 def test_a_run_whose_worker_was_killed_still_solves_within_240_s(run_dir, token, seed):
     """A SIGKILLed worker is restarted and the run still reaches its target. In `make test`: the restart
     and the restarted worker's training, event by event (tests/e2e/test_reliability.py)."""

@@ -1,0 +1,103 @@
+"""The worker count: ``auto`` (the default) follows the CPUs the process may use, and a run with more workers
+than cores (8 on this 2-core machine) starts, trains in every worker, survives a SIGKILLed trainer and resumes
+with all of them. Whether 8 workers solve CartPole is tests/learning/test_local_learning.py's (a race against
+the clock, not in CI)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from a3c.core.cpus import auto_workers, usable_cpus
+from a3c.run.resume import load_resume_checkpoint
+from tests.e2e.test_reliability import assert_continuous
+from tests.helpers import (
+    ROOT,
+    a3c_env,
+    csv_rows,
+    end,
+    left_behind,
+    popen_a3c,
+    read_json,
+    spawned_children,
+    wait_until,
+)
+
+pytestmark = pytest.mark.slow
+
+WORKERS = 8  # four per core here: more workers than cores
+
+
+def fresh_run(run_dir, token: str, *prefix: str) -> subprocess.CompletedProcess:
+    """A short CartPole run with no --workers, started under ``prefix`` (e.g. taskset)."""
+    command = [*prefix, sys.executable, "-m", "a3c", "train", "--env", "CartPole-v1", "--max-steps", "3000"]
+    return subprocess.run(
+        [*command, "--target-return", "1e9", "--run-dir", str(run_dir)],
+        cwd=ROOT, env=a3c_env(token), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_a_fresh_run_takes_one_worker_per_usable_cpu(tmp_path, token):
+    here = fresh_run(tmp_path / "here", token)
+    assert here.returncode == 0, here.stderr
+    expected = auto_workers(usable_cpus())
+    assert read_json(tmp_path / "here" / "config.json")["workers"] == expected
+    assert f"workers: {expected} (auto: one per CPU this process may use" in here.stderr
+    pinned = fresh_run(tmp_path / "pinned", token, "taskset", "-c", "0")  # one CPU allowed
+    assert pinned.returncode == 0, pinned.stderr
+    assert read_json(tmp_path / "pinned" / "config.json")["workers"] == 1
+    assert "workers: 1 (auto" in pinned.stderr
+    assert {int(r["worker"]) for r in csv_rows(tmp_path / "pinned" / "episodes.csv")} == {0}
+
+
+def workers_since(run_dir, step: int, old: list[dict[str, str]] = ()) -> set[int]:
+    """The workers with an episode logged after global step ``step``, not among the rows ``old`` (none before
+    the file exists)."""
+    seen = {tuple(r.values()) for r in old}
+    try:
+        rows = csv_rows(run_dir / "episodes.csv")
+    except OSError:
+        return set()
+    return {int(r["worker"]) for r in rows if int(r["global_step"]) > step and tuple(r.values()) not in seen}
+
+
+def test_eight_workers_on_two_cores_train_and_resume_after_the_trainer_is_killed(run_dir, token):
+    args = f"train --env CartPole-v1 --workers {WORKERS} --target-return 1e9 --max-seconds 600 --quiet"
+    proc = popen_a3c(*args.split(), "--checkpoint-interval", "0.2", "--run-dir", str(run_dir), token=token)
+    last = run_dir / "checkpoints" / "last.pt"
+    try:
+        wait_until(proc, lambda: workers_since(run_dir, -1) == set(range(WORKERS)), timeout=300)
+        wait_until(proc, last.is_file, timeout=60)
+        assert len(spawned_children(proc.pid)) == WORKERS + 1  # the workers and the evaluator
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert not left_behind(token, timeout=30.0), "children outlived the SIGKILLed trainer"
+    finally:
+        end(proc)
+    checkpoint = load_resume_checkpoint(run_dir)
+    step = checkpoint["global_step"]
+    assert len(checkpoint["worker_steps"]) == WORKERS and step == int(checkpoint["worker_steps"].sum()) > 0
+    before_kill = csv_rows(run_dir / "episodes.csv")
+
+    resumed = popen_a3c("train", "--resume", str(run_dir), "--quiet", token=token)
+    try:  # every worker trains again (not: rows the killed run logged after its checkpoint), then Ctrl-C
+        trains = lambda: workers_since(run_dir, step, before_kill) == set(range(WORKERS))  # noqa: E731
+        wait_until(resumed, trains, timeout=300)
+        os.killpg(resumed.pid, signal.SIGINT)
+        _, err = resumed.communicate(timeout=60)
+    finally:
+        end(resumed)
+    assert resumed.returncode == 130, err
+    assert read_json(run_dir / "config.json")["workers"] == WORKERS
+    state = load_resume_checkpoint(run_dir)
+    summary = read_json(run_dir / "summary.json")
+    assert state["resumes"] == 1 and state["global_step"] == summary["total_steps"] > step
+    # The per-worker slots count this run segment, on top of the resumed total: each of the 8 trained in it.
+    assert state["global_step"] == step + int(state["worker_steps"].sum())
+    assert len(state["worker_steps"]) == WORKERS and bool((state["worker_steps"] > 0).all())
+    assert_continuous(run_dir / "episodes.csv", before_kill, step, float(checkpoint["wall_time"]))
+    assert not left_behind(token, timeout=30.0)
