@@ -105,6 +105,7 @@ SLOWEST_UNITS_S = {
     "tests/e2e/test_tune.py": 25,
     "tests/front/test_race.py": 21,
     "tests/runtime/test_shared.py": 19,
+    "tests/e2e/test_many_workers.py": 20,
     "tests/e2e/test_cli_contract.py": 14,
 }
 

@@ -55,7 +55,7 @@ import ray._private.services as services
 from a3c.backends.ray.cluster import loopback_kept
 from ray.scripts.scripts import main
 
-get_node = services.get_node
+get_node = services.get_node  # node.py calls it by this module attribute, so the patch below takes
 
 def patient_get_node(gcs_address, node_id):
     deadline = time.monotonic() + {REGISTER_WAIT_S}
@@ -65,7 +65,7 @@ def patient_get_node(gcs_address, node_id):
         except RuntimeError:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(0.1)
+            time.sleep(0.5)
 
 services.get_node = patient_get_node
 sys.argv[0] = "ray"

@@ -9,8 +9,9 @@
 - ``loss`` and ``shared``: returns, loss terms and segments; the flat parameter buffer, the shared
   optimizers and the shared observation and return statistics.
 
-``reference.py`` is one whole update in plain autograd, to read; training never runs it, and both gradient
-paths are tested against it. The path of one update, file by file: ``Learner.update``'s docstring.
+``reference.py`` is an update's loss and clipped gradient (discrete actions) in plain autograd, to read;
+training never runs it, and both gradient paths are tested against it. The path of one update, file by file:
+``Learner.update``'s docstring.
 
 No processes and no files here: a worker process, the serial backend and a Ray actor all run this same
 code. It may import ``a3c.core``, ``envs``, torch and numpy; never ``a3c.run``, ``a3c.runtime``,

@@ -166,7 +166,8 @@ def train_setup(
         info = inspect_env(env_id)
         config = resolve_config(info, options, parsed, use_preset=use_preset)
         preset = (load_preset(info.env_id) if use_preset else None) or {}
-        auto = not serial and asked in (None, AUTO) and preset.get("workers", AUTO) == AUTO
+        from_preset = str(preset.get("workers", AUTO)).strip().lower()
+        auto = not serial and (asked == AUTO or (asked is None and from_preset == AUTO))
         if config.frame_stack > 1:  # the model is built for the stacked observations
             info = inspect_env(env_id, frame_stack=config.frame_stack)
         checkpoint = None

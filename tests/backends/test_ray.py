@@ -212,7 +212,7 @@ def test_a_checkpoint_resumes_on_the_other_backend_both_ways(tmp_path, token, ra
     run_dir = tmp_path / "run"
     # Step budgets end every segment; the target, --max-seconds and --hang-timeout are out of reach.
     common = ("--target-return", "1e9", "--max-seconds", str(CAP_S), "--hang-timeout", str(CAP_S))
-    common += ("--ray-address", ray_address)
+    common += ("--ray-address", ray_address, "--workers", "2")  # the head's 4 CPUs: room for 2 worker actors
     # Pendulum's preset: shared observation statistics and reward scaling, which must cross backends too.
     train(token, run_dir, "--env", "Pendulum-v1", "--backend", "local", "--max-steps", "20000",
           "--run-dir", str(run_dir), *common)  # fmt: skip

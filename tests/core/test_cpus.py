@@ -17,8 +17,18 @@ def test_one_worker_per_cpu_less_one_above_four(usable, workers):
     assert cpus.auto_workers(usable) == workers
 
 
-def test_usable_cpus_are_the_affinity_mask_not_the_machine():
-    assert cpus.usable_cpus() == len(os.sched_getaffinity(0))
+def test_usable_cpus_are_the_affinity_mask_capped_by_a_cgroup_quota(monkeypatch, tmp_path):
+    mask, cpu_quota = len(os.sched_getaffinity(0)), cpus.cpu_quota
+    monkeypatch.setattr(cpus, "cpu_quota", lambda: None)
+    assert cpus.usable_cpus() == mask
+    monkeypatch.setattr(cpus, "cpu_quota", lambda: 1)
+    assert cpus.usable_cpus() == 1
+    monkeypatch.setattr(cpus, "cpu_quota", lambda: mask + 8)  # a quota above the mask: the mask
+    assert cpus.usable_cpus() == mask
+    for text, allowed in (("max 100000\n", None), ("200000 100000\n", 2), ("150000 100000", 2), ("", None)):
+        (tmp_path / "cpu.max").write_text(text)
+        assert cpu_quota(tmp_path / "cpu.max") == allowed, text
+    assert cpu_quota(tmp_path / "missing") is None
 
 
 def test_a_config_holds_the_count_auto_stands_for(monkeypatch):

@@ -20,7 +20,7 @@ def test_pendulum_learns_serially_within_a_step_budget(run_dir, token):
     # 305k); budget 600k, 1.5x the slowest. Seed 2 runs here: it solves at 180k (best -435.8), about 18 s on
     # a quiet core; seed 0 would take twice that. The run is bit-reproducible on one CPU model, not across
     # them (float kernels differ): on an AVX-512 Xeon the same command solves at 260k (best -342.2, 48 s).
-    # The preset's 2 Hogwild workers reaching -200 within 300 s is
+    # The preset with 2 Hogwild workers reaching -200 within 300 s is
     # tests/learning/test_continuous_learning.py's (not in CI).
     args = ["train", "--env", "Pendulum-v1", "--serial", "--seed", "2", "--target-return", "-600"]
     args += ["--max-steps", "600000", "--set", "eval_interval_steps=10000", "--max-seconds", "300", "--quiet"]

@@ -20,9 +20,9 @@ SEEDS = pytest.mark.parametrize("seed", [0, 1, 2], ids=lambda s: f"seed{s}")
 @SEEDS
 def test_catch_solves_on_derived_defaults_with_two_spawned_workers_within_240_s(run_dir, token, seed):
     """Catch's derived defaults (the spec's target 0.9, confirmed on 100 more episodes, scaled rewards; a
-    random policy scores about -0.6) solve with the default 2 workers within 240 s. In `make test`: the
+    random policy scores about -0.6) solve with 2 workers within 240 s. In `make test`: the
     seeded serial run on the same derived defaults, within a step budget (tests/e2e/test_user_env.py)."""
-    args = f"train --env envs.catch:Catch-v0 --seed {seed} --max-seconds 240 --quiet"
+    args = f"train --env envs.catch:Catch-v0 --workers 2 --seed {seed} --max-seconds 240 --quiet"
     result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=360, token=token)
     assert result.returncode == 0, result.stderr
     config = json.loads((run_dir / "config.json").read_text())

@@ -5,10 +5,10 @@ respect to the logits (``a3c.algo.fast.policy_grad``) and values in closed form,
 
 Why: for a model this small torch's autograd is all overhead — about 30 graph nodes at ~25 µs each made
 forward + loss + backward of a 20-step segment cost ~1.5 ms, more than the 20 env steps it learns from. The
-same math written out in numpy takes ~0.15 ms. It computes exactly what ``update.segment_loss`` followed by
-``backward()`` computes (tests/algo/fast/test_mlp_grad.py checks every parameter's gradient against autograd),
-and it writes the gradient into the model's flat gradient buffer, so clipping, the hand-off and the shared
-optimizer's step are the same for both paths. Other models (Gaussian policies, conv nets) use autograd.
+same math written out in numpy takes ~0.15 ms. It computes exactly what ``torch_update.segment_loss`` followed
+by ``backward()`` computes (tests/algo/fast/test_mlp_grad.py checks every parameter's gradient against
+autograd), and it writes the gradient into the model's flat gradient buffer, so clipping, the hand-off and the
+shared optimizer's step are the same for both paths. Other models (Gaussian policies, conv nets) use autograd.
 
 Shapes: N = T×B rows that learn; the forward also runs the extra bootstrap rows of ``segment_batch``.
 """

@@ -5,7 +5,7 @@ derivative through the numpy MLP.
 
 Each returns (policy loss, mean entropy, d out) for the loss -mean(log π(a|s)·A) - c·mean(H(π(·|s))) over the
 N samples: ``out`` [N, P] the policy head's output, ``adv`` [N] the advantages, ``entropy_coef`` c, and
-d out [N, P] = d loss / d out. tests/algo/test_mlp_grad*.py check them against torch autograd.
+d out [N, P] = d loss / d out. tests/algo/fast/test_mlp_grad*.py check them against torch autograd.
 """
 
 from __future__ import annotations

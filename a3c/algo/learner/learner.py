@@ -151,24 +151,27 @@ class Learner:
         5. hand the gradient to the shared flat parameter, set the scheduled lr, step the shared optimizer
            (lock-free, on the shared buffer and its shared moments).
 
-        The files it runs through (under a3c/algo/), each once, in the order the update first reaches them:
+        The files it runs through (under a3c/algo/), each once, in the order the update first reaches them
+        (the numpy path's order in step 3; ``__init__`` set up the flat buffers, ``shared/flat.py``):
         - ``learner/torch_update.py``: ``pull_weights`` (1); ``segment_loss`` → ``compute_gradients`` (3,
           autograd); ``hand_off_gradients`` (5);
         - ``learner/rollout.py``: ``RolloutCollector.collect`` (2);
-        - ``models/policy.py``: how the model acts (2);
-        - ``models/numpy_mlp.py``: ``NumpyMlp.forward`` (2, and 3's numpy path) and ``backward`` (3);
-        - ``loss/segment.py``: ``Segment``, ``segment_batch`` (every observation of the update in one batch),
-          ``segment_targets`` (2, 3);
+        - ``models/policy.py``: how the model acts (2): through ``models/numpy_mlp.py``'s
+          ``NumpyMlp.policy_output`` for an MLP, else the torch model (``models/mlp_model.py``,
+          ``models/conv_model.py``, whose ``forward`` is also step 3's autograd forward);
+        - ``models/distributions.py``: the sampled actions (2); log-probs and entropies (3, autograd);
+        - ``loss/segment.py``: ``Segment`` (2); ``segment_batch`` (every observation of the update in one
+          batch) and ``segment_targets`` (3);
+        - ``fast/mlp_grad.py``: ``MlpGradient.loss_and_grad`` (3, numpy): ``segment_batch`` →
+          ``NumpyMlp.forward`` → ``segment_targets`` → ``policy_terms`` → ``NumpyMlp.backward``;
         - ``loss/returns.py``: ``gae`` (3);
-        - ``fast/mlp_grad.py``: ``MlpGradient.loss_and_grad`` (3, numpy);
         - ``fast/policy_grad.py``: ``policy_terms`` (3, numpy);
-        - ``models/distributions.py``: log-probs and entropies (3, autograd);
         - ``loss/losses.py``: ``a2c_loss`` (3, autograd);
-        - ``shared/flat.py``: ``attach_flat_grad``, ``clip_flat_grad`` (3), ``GradViewGuard.check`` (4);
+        - ``shared/flat.py``: ``clip_flat_grad`` (3), ``GradViewGuard.check`` (4);
         - ``learner/schedule.py``: ``scheduled_lr`` (5);
         - ``shared/optim.py``: ``SharedAdam.step`` (or ``SharedRMSprop``) (5).
-        ``reference.py`` is step 3 in one function of plain autograd; tests/algo/test_reference.py checks
-        both of step 3's paths against it."""
+        ``reference.py`` is step 3 (discrete actions) in one function of plain autograd;
+        tests/algo/test_reference.py checks both of step 3's paths against it."""
         cfg = self.config
         pull_weights(self.local_flat, self.shared_flat)
         pulled_version, pulled_steps = self.clock()

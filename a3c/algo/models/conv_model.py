@@ -116,7 +116,7 @@ class ConvActorCritic(nn.Module):
                 M truncated steps at ``final_at`` = (t indices [M], b indices [M]).
 
         Returns:
-            (policy output [T*B, P], values [T*B + B + M]) in ``update.segment_batch`` order; the last B + M
+            (policy output [T*B, P], values [T*B + B + M]) in ``segment.segment_batch`` order; the last B + M
             (the bootstrap values) carry no gradient.
         """
         steps, batch = obs.shape[:2]

@@ -41,7 +41,7 @@ def dense_grad_views(linear: nn.Linear) -> DenseGrad:
 
 
 def body_linears(body: nn.Sequential) -> list[nn.Linear]:
-    """The Linear layers of a tanh body (``model._mlp``), input first."""
+    """The Linear layers of a tanh body (``mlp_model._mlp``), input first."""
     return [m for m in body if isinstance(m, nn.Linear)]
 
 
