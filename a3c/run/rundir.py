@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from a3c.core.errors import BadInput
+from a3c.run.lock import refuse_if_held
 
 
 def default_run_dir(env_id: str, seed: int, root: Path = Path("runs")) -> Path:
@@ -64,6 +65,7 @@ def check_run_dir(path: Path, force: bool) -> None:
         raise BadInput(
             f"--run-dir: {str(path)!r} exists and is not an a3c run directory; --force only replaces runs"
         )
+    refuse_if_held(path, "--force")  # never delete a run that is still writing
 
 
 def create_run_dir(path: Path, force: bool) -> Path:

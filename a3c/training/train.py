@@ -26,6 +26,7 @@ from a3c.core.config import Config
 from a3c.core.records import EpisodeRecord, ErrorRecord, EvalRecord
 from a3c.core.seeding import child_seed
 from a3c.run import checkpoints
+from a3c.run.lock import lock_run_dir, unlock
 from a3c.run.resume import trim_logs
 from a3c.run.rundir import create_run_dir, run_metadata, write_json
 from a3c.runtime.bundle import SharedState, build_state
@@ -40,13 +41,12 @@ EXIT_CODES[StopReason.PRUNED] = 0  # ``on_eval`` asked to stop (a3c tune pruned 
 
 
 class Trainer:
-    """One training run (or the next segment of one, with ``resume``). Call ``run()`` once; it returns the
-    process exit code.
+    """One training run (or the next segment of one, with ``resume``); ``run()`` once returns its exit code.
 
     Args:
         config: the resolved, validated config.
         info: the inspected env.
-        run_dir: the run directory (created here; with ``resume`` it exists and is continued).
+        run_dir: the run directory (created here, or continued with ``resume``), locked: invariant 12.
         serial: one learner in this process instead of spawned workers.
         force: replace an earlier run in ``run_dir``.
         show_progress: the live display.
@@ -76,6 +76,7 @@ class Trainer:
         self.resume_index = 0 if resume is None else int(resume.get("resumes", 0)) + 1
         wall_before = 0.0 if resume is None else float(resume["wall_time"])
         self.run_dir = create_run_dir(run_dir, force) if resume is None else run_dir
+        self.lock: int | None = lock_run_dir(self.run_dir, "--run-dir" if resume is None else "--resume")
         episodes_kept = 0 if resume is None else trim_logs(run_dir, resume)
         self.metadata = run_metadata()  # once: its git call would start a process at every checkpoint
         metadata = {**config.to_dict(), "serial": serial, **self.metadata, "resumes": self.resume_index}
@@ -112,6 +113,7 @@ class Trainer:
         finally:
             for s, handler in old_handlers.items():
                 signal.signal(s, handler)
+            self.lock = unlock(self.lock)
 
     def _loop(self) -> None:
         interrupted = lambda: self.signal_received is not None  # noqa: E731
