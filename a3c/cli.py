@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from a3c.core.errors import BadInput
+from a3c.run.lock import refuse_if_held
 from a3c.tools.bench.command import bench
 from a3c.tools.export import export_command
 from a3c.tools.tune import tune
@@ -87,6 +88,8 @@ def train(
     # given.
     if video := options.pop("video"):  # not a Config field: a resume neither keeps nor refuses it
         require_video()
+    if resume is not None or (force and run_dir is not None):  # a live run's dir: refused before any start
+        refuse_if_held(resume or run_dir, "--resume" if resume is not None else "--force")
     if not serial and options["backend"] != "ray":  # first: the forkserver imports torch while we do too
         from a3c.runtime.context import start_early
 

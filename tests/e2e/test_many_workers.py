@@ -78,7 +78,8 @@ def test_eight_workers_on_two_cores_train_and_resume_after_the_trainer_is_killed
     try:
         wait_until(proc, lambda: workers_since(run_dir, -1) == set(range(WORKERS)), timeout=300)
         wait_until(proc, last.is_file, timeout=60)
-        assert len(spawned_children(proc.pid)) == WORKERS + 1  # the workers and the evaluator
+        # The workers and the evaluator (which names itself once started: wait for it, do not race it).
+        wait_until(proc, lambda: len(spawned_children(proc.pid)) == WORKERS + 1, timeout=60)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         assert not left_behind(token, timeout=30.0), "children outlived the SIGKILLed trainer"
