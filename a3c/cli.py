@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from a3c.core.errors import BadInput
-from a3c.run.lock import refuse_if_held
+from a3c.rundir.lock import refuse_if_held
 from a3c.tools.bench.command import bench
 from a3c.tools.export import export_command
 from a3c.tools.tune import tune
@@ -127,7 +127,7 @@ def train(
 @video_option
 def evaluate(target: Path, episodes: int, seed: int, as_json: bool, video: Path | None) -> None:
     """Play greedy episodes with a checkpoint (a run dir: its checkpoints/best.pt) and report the return."""
-    from a3c.run.checkpoints import load_policy
+    from a3c.rundir.checkpoints import load_policy
 
     if episodes < 1:
         raise BadInput(f"--episodes: {episodes} is not allowed; expected an integer >= 1")

@@ -14,6 +14,6 @@ training never runs it, and both gradient paths are tested against it. The path 
 ``Learner.update``'s docstring.
 
 No processes and no files here: a worker process, the serial backend and a Ray actor all run this same
-code. It may import ``a3c.core``, ``envs``, torch and numpy; never ``a3c.run``, ``a3c.runtime``,
+code. It may import ``a3c.core``, ``envs``, torch and numpy; never ``a3c.rundir``, ``a3c.runtime``,
 ``a3c.backends`` or the front.
 """

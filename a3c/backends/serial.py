@@ -13,8 +13,8 @@ from typing import Any
 from a3c.algo.diagnostics.metrics import MetricsWindow
 from a3c.algo.learner.learner import Learner
 from a3c.algo.shared.optim import non_finite_counts
-from a3c.runtime.bundle import SharedState
 from a3c.runtime.evaluator import EvalSchedule, Evaluator
+from a3c.runtime.state import SharedState
 from a3c.runtime.worker import run_learner
 
 

@@ -21,15 +21,15 @@ from a3c.algo.shared.flat import flat_view, flatten_parameters
 from a3c.algo.shared.normalize import RunningMeanStd
 from a3c.core.config import Config
 from a3c.core.records import EvalRecord
-from a3c.run.checkpoints import (
+from a3c.rundir.checkpoints import (
     checkpoint_payload,
     save_checkpoint,
     saved_best,
 )
-from a3c.run.csvlog import EVAL_COLUMNS, CsvLog
-from a3c.runtime.bundle import SharedState
+from a3c.rundir.csvlog import EVAL_COLUMNS, CsvLog
 from a3c.runtime.child import ChildGuard, run_child
 from a3c.runtime.shared import StopReason, StopSignal
+from a3c.runtime.state import SharedState
 from envs import make_eval_vector_env
 
 

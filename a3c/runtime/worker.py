@@ -10,9 +10,9 @@ from multiprocessing.connection import Connection
 from a3c.algo.diagnostics.metrics import MetricsWindow
 from a3c.algo.learner.learner import Learner
 from a3c.core.records import EpisodeRecord, MetricsRecord
-from a3c.runtime.bundle import SharedState
 from a3c.runtime.child import ChildGuard, run_child
 from a3c.runtime.shared import StopReason
+from a3c.runtime.state import SharedState
 
 # A worker sends its finished episodes at most this often, and all of them when it stops. One pipe message per
 # update (~600 a second per worker with 16 envs) cost the trainer and the workers CPU for nothing.

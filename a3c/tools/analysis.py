@@ -226,6 +226,6 @@ def plot_runs(runs: Runs, out: str | Path, x: str = "steps", smooth: int = 20) -
 
 def checkpoint_returns(run_or_checkpoint: str | Path, episodes: int = 100, seed: int = 12345) -> np.ndarray:
     """Greedy returns [episodes] of a run's best.pt (or a checkpoint file), as ``a3c evaluate`` plays."""
-    from a3c.run.checkpoints import load_policy
+    from a3c.rundir.checkpoints import load_policy
 
     return load_policy(Path(run_or_checkpoint)).play(episodes, seed)[0]

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # torch and the checkpoint code load only when a command runs
     import torch
     from torch import nn
 
-    from a3c.run.checkpoints import SavedPolicy
+    from a3c.rundir.checkpoints import SavedPolicy
 
 FORMATS = ("onnx", "torchscript")
 # The format an output's suffix implies when --format is not given; any other suffix: ONNX.
@@ -167,8 +167,8 @@ def export_policy(target: Path, output: Path, fmt: str | None = None) -> Exporte
     from a3c.algo.models.distributions import ActionDist
     from a3c.algo.models.export_graph import greedy_module
     from a3c.core.spaces import Spaces
-    from a3c.run.checkpoints import load_checkpoint, load_policy
-    from a3c.run.rundir import atomic_write
+    from a3c.rundir.checkpoints import load_checkpoint, load_policy
+    from a3c.rundir.files import atomic_write
 
     saved = load_policy(target)
     if output.resolve() == saved.path.resolve():

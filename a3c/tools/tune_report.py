@@ -59,7 +59,7 @@ def toml_value(value: Any) -> str:
 def write_best_preset(study: Any, run: TrialSpec, storage: str, study_dir: Path) -> Path | None:
     """``<study-dir>/best-preset.toml``: the env's preset with the best trial's values (None: no complete
     trial yet). Copied to envs/presets/<env-id>.toml, ``a3c train`` uses it."""
-    from a3c.run.rundir import atomic_write
+    from a3c.rundir.files import atomic_write
     from envs import load_preset, preset_path
     from envs.atari import v5_id
 

@@ -29,7 +29,7 @@ from envs.serial import SerialVectorEnv
 if TYPE_CHECKING:
     import numpy as np
 
-    from a3c.run.checkpoints import SavedPolicy
+    from a3c.rundir.checkpoints import SavedPolicy
 
 INSTALL = "pip install -e '.[video]'"
 DEFAULT_SEED = 12345  # `a3c evaluate`'s default --seed: `a3c evaluate RUN --video DIR --episodes 1` replays
@@ -181,7 +181,7 @@ def record_best(run_dir: Path, exit_code: int) -> int:
     if exit_code != 0:
         print(f"video: not recorded (the run ended with exit code {exit_code})", file=sys.stderr)
         return exit_code
-    from a3c.run.checkpoints import load_policy
+    from a3c.rundir.checkpoints import load_policy
 
     try:
         saved = load_policy(run_dir)

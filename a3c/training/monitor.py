@@ -11,8 +11,8 @@ from typing import Any
 from a3c.algo.diagnostics.health import HealthWarning, LearningHealth
 from a3c.core.config import Config
 from a3c.core.records import ErrorRecord, EvalRecord, MetricsRecord
-from a3c.run.csvlog import EPISODE_COLUMNS, METRICS_COLUMNS, CsvLog
-from a3c.run.tensorboard import TensorBoardLog
+from a3c.rundir.csvlog import EPISODE_COLUMNS, METRICS_COLUMNS, CsvLog
+from a3c.rundir.tensorboard import TensorBoardLog
 from a3c.runtime.shared import Counters
 from a3c.training.progress import Progress
 

@@ -139,8 +139,8 @@ def train_setup(
         run_dir, force, resume, serial: ``--run-dir``, ``--force``, ``--resume``, ``--serial``.
     """
     from a3c.core.config import parse_set
-    from a3c.run.lock import refuse_if_held
-    from a3c.run.rundir import check_run_dir, default_run_dir
+    from a3c.rundir.files import check_run_dir, default_run_dir
+    from a3c.rundir.lock import refuse_if_held
     from a3c.training.resolve import resolve_config
     from envs import inspect_env, load_preset
 
@@ -180,7 +180,7 @@ def train_setup(
     if config.backend == "ray":
         _check_ray(config, serial)
     if config.tensorboard:
-        from a3c.run.tensorboard import check_available
+        from a3c.rundir.tensorboard import check_available
 
         check_available()
     return TrainSetup(config, info, run_dir, checkpoint, auto_workers=auto)
@@ -218,7 +218,7 @@ def resume_config(
     import json
 
     from a3c.core.spaces import Spaces
-    from a3c.run.resume import check_compatible, load_resume_checkpoint
+    from a3c.rundir.resume import check_compatible, load_resume_checkpoint
     from envs import inspect_env
 
     checkpoint = load_resume_checkpoint(run_dir)

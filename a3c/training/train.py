@@ -25,12 +25,12 @@ from a3c.backends.base import Backend, BackendFailed
 from a3c.core.config import Config
 from a3c.core.records import EpisodeRecord, ErrorRecord, EvalRecord
 from a3c.core.seeding import child_seed
-from a3c.run import checkpoints
-from a3c.run.lock import lock_run_dir, unlock
-from a3c.run.resume import trim_logs
-from a3c.run.rundir import create_run_dir, run_metadata, write_json
-from a3c.runtime.bundle import SharedState, build_state
+from a3c.rundir import checkpoints
+from a3c.rundir.files import create_run_dir, run_metadata, write_json
+from a3c.rundir.lock import lock_run_dir, unlock
+from a3c.rundir.resume import trim_logs
 from a3c.runtime.shared import StopReason
+from a3c.runtime.state import SharedState, build_state
 from a3c.training.monitor import RunMonitor, format_summary
 from envs import EnvInfo
 

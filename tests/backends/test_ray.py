@@ -173,7 +173,7 @@ def test_a_hung_evaluator_actor_is_killed_restarted_and_the_run_goes_on(
 
 
 def test_a_hung_parameter_server_fails_the_run_naming_it(tmp_path, token, ray_head, monkeypatch):
-    from a3c.run.resume import load_resume_checkpoint
+    from a3c.rundir.resume import load_resume_checkpoint
 
     run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
     # It hangs in the driver's next call once a checkpoint holds updates (every second here): the run fails.
@@ -207,7 +207,7 @@ def train(token: str, run_dir: Path, *args: str) -> dict:
 
 def test_a_checkpoint_resumes_on_the_other_backend_both_ways(tmp_path, token, ray_address):
     """One run that changes backend at each resume, local → ray → local: both directions in three segments."""
-    from a3c.run.resume import load_resume_checkpoint
+    from a3c.rundir.resume import load_resume_checkpoint
 
     run_dir = tmp_path / "run"
     # Step budgets end every segment; the target, --max-seconds and --hang-timeout are out of reach.

@@ -42,7 +42,7 @@ def under_way(run_dir: Path) -> bool:
     would test nothing of what a sync keeps.
     """
     from a3c.core.errors import BadInput
-    from a3c.run.resume import load_resume_checkpoint
+    from a3c.rundir.resume import load_resume_checkpoint
 
     if metrics_workers(run_dir) != {"0", "1"} or not (run_dir / "checkpoints" / "last.pt").exists():
         return False
@@ -53,7 +53,7 @@ def under_way(run_dir: Path) -> bool:
 
 
 def test_a_killed_parameter_server_fails_the_run_at_once_and_the_run_resumes(tmp_path, token, ray_address):
-    from a3c.run.resume import load_resume_checkpoint
+    from a3c.rundir.resume import load_resume_checkpoint
 
     run_dir, err_path = tmp_path / "run", tmp_path / "stderr.txt"
     args = (

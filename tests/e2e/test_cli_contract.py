@@ -21,8 +21,8 @@ import torch
 
 from a3c.cli import main
 from a3c.core.config import Config
-from a3c.run.rundir import default_run_dir
-from a3c.run.tensorboard import EVAL_TAGS, METRIC_TAGS
+from a3c.rundir.files import default_run_dir
+from a3c.rundir.tensorboard import EVAL_TAGS, METRIC_TAGS
 from tests.helpers import (
     a3c_env,
     call_a3c,
@@ -175,7 +175,7 @@ def test_summary_json_has_every_key_with_its_type(serial_run):
     )
 
 
-# Every tag a3c/run/tensorboard.py writes: episodes, then one per metrics and eval field.
+# Every tag a3c/rundir/tensorboard.py writes: episodes, then one per metrics and eval field.
 TENSORBOARD_TAGS = {
     "charts/episodic_return",
     "charts/episodic_length",

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from a3c.algo.models.policy import TorchPolicy
-from a3c.run.checkpoints import load_policy
+from a3c.rundir.checkpoints import load_policy
 from envs import make_vector_env
 from tests.front.test_cli import call
 from tests.front.test_export import a3c_actions, assert_same_actions, random_checkpoint

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from a3c.core.cpus import auto_workers
-from a3c.run.resume import load_resume_checkpoint
+from a3c.rundir.resume import load_resume_checkpoint
 from tests.e2e.test_reliability import assert_continuous
 from tests.helpers import (
     ROOT,

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from a3c.core.config import Config
-from a3c.run.resume import load_resume_checkpoint
+from a3c.rundir.resume import load_resume_checkpoint
 from a3c.training.train import Trainer
 from envs import inspect_env
 from tests.helpers import (
@@ -285,7 +285,7 @@ def test_non_finite_shared_parameters_stop_the_run_and_keep_the_last_good_checkp
 
 
 def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys):
-    import a3c.run.rundir
+    import a3c.rundir.files
 
     run_dir = tmp_path / "run"
     # A checkpoint at every tick (the interval is tiny), so the first save is last.pt after the first update,
@@ -301,7 +301,7 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys
             raise OSError(28, "No space left on device")
         return real_save(obj, f, *args, **kwargs)
 
-    monkeypatch.setattr(a3c.run.rundir.torch, "save", save_then_fail)
+    monkeypatch.setattr(a3c.rundir.files.torch, "save", save_then_fail)
     assert trainer.run() == 1  # the run ends, but could not write its final checkpoint
     err = capsys.readouterr().err
     assert "No space left on device" in err
@@ -325,7 +325,7 @@ def test_a_hung_worker_is_found_by_its_missing_heartbeat(run_dir, token):
 
 
 def test_trim_csv_drops_a_row_cut_short_by_a_kill(tmp_path):
-    from a3c.run.resume import trim_csv
+    from a3c.rundir.resume import trim_csv
 
     path = tmp_path / "episodes.csv"
     path.write_text(

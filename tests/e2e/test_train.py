@@ -11,7 +11,7 @@ import signal
 import pytest
 import torch
 
-from a3c.run.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS
+from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS
 from tests.helpers import (
     ROOT,
     alive,

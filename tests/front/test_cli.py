@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from a3c.cli import cli
 from a3c.core.config import Config
-from a3c.run.rundir import default_run_dir
+from a3c.rundir.files import default_run_dir
 from a3c.training.options import config_options, option_fields
 from tests.helpers import a3c_exit_code, run_a3c
 
@@ -115,7 +115,7 @@ def offset_obs_checkpoint(path, obs_norm: dict | None, config_obs_norm: bool = T
     observations normalised by the env's true statistics: action 1 exactly when normalised obs[0] > 0."""
     from a3c.algo.learner.learner import build_model
     from a3c.core.spaces import Spaces
-    from a3c.run.checkpoints import save_checkpoint
+    from a3c.rundir.checkpoints import save_checkpoint
 
     config = Config(env_id="tests.testing_envs:OffsetObs-v0", hidden_sizes=(4,), obs_norm=config_obs_norm)
     spaces = Spaces((3,), 2)

@@ -19,7 +19,7 @@ from a3c.algo.learner.learner import build_model
 from a3c.algo.learner.rollout import action_dist
 from a3c.algo.models.policy import make_policy
 from a3c.core.config import Config
-from a3c.run.checkpoints import SavedPolicy, checkpoint_payload, load_policy, save_checkpoint
+from a3c.rundir.checkpoints import SavedPolicy, checkpoint_payload, load_policy, save_checkpoint
 from envs import inspect_env, make_vector_env
 from tests.front.test_cli import bad, call
 from tests.helpers import require_extra

@@ -22,7 +22,7 @@ from a3c.backends.ray.stats import Arrays, RunStats
 from a3c.core.config import Config
 from a3c.core.records import EpisodeRecord, MetricsRecord
 from a3c.core.spaces import Spaces
-from a3c.run.resume import restore_model, restore_optimizer
+from a3c.rundir.resume import restore_model, restore_optimizer
 
 SYNC_AT_LEAST_S = 0.5  # a worker whose gradients are all skipped (non-finite) still reports this often
 

@@ -57,8 +57,8 @@ from a3c.backends.ray.eval_actor import EvalActor
 from a3c.backends.ray.evaluation import RemoteEvaluator
 from a3c.backends.ray.stats import RunStats
 from a3c.core.records import ErrorRecord, EvalRecord
-from a3c.runtime.bundle import SharedState
 from a3c.runtime.evaluator import next_wait
+from a3c.runtime.state import SharedState
 
 EVAL_JOIN_S = 10.0  # the evaluator thread gets this long to end once asked (its waits are all bounded)
 

@@ -102,7 +102,7 @@ def peer_race(env_id: str, settings: str, seed: int, seconds: float, ours: dict[
 
 
 def _write(path: Path, results: dict[str, Any]) -> None:
-    from a3c.run.rundir import atomic_write
+    from a3c.rundir.files import atomic_write
 
     data = (json.dumps(results, indent=2) + "\n").encode()
     atomic_write(path, lambda f: f.write(data))

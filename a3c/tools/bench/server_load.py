@@ -229,7 +229,7 @@ def run_server_load(plan: LoadPlan, out_dir: Path, log=print) -> dict[str, Any]:
     ``out_dir/server-load-<model>-<time>.json`` and return the results (with the markdown and the path)."""
     import ray
 
-    from a3c.run.rundir import write_json
+    from a3c.rundir.files import write_json
     from a3c.runtime.context import ONE_THREAD
 
     config, spaces = _model_config(plan.model, 1)

@@ -80,7 +80,7 @@ def test_clip_by_hand_and_non_finite_norm_leaves_the_gradient_alone():
 def test_per_parameter_optimizer_state_restores_into_the_flat_state():
     # Checkpoints written before the flat layout hold one optimizer state per parameter.
     from a3c.algo.shared.optim import SharedAdam
-    from a3c.run.resume import restore_optimizer
+    from a3c.rundir.resume import restore_optimizer
 
     torch.manual_seed(2)
     old_model = ActorCritic(4, 2)

@@ -1,5 +1,5 @@
-"""One writer per run dir (a3c/run/lock.py): the lock's holder is found, a second taker is refused in one line
-naming the option and the PID, and a released lock (or a leftover lock file) blocks nobody."""
+"""One writer per run dir (a3c/rundir/lock.py): the lock's holder is found, a second taker is refused in one
+line naming the option and the PID, and a released lock (or a leftover lock file) blocks nobody."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import pytest
 
 from a3c.core.errors import BadInput
-from a3c.run.lock import LOCK_NAME, holder, lock_run_dir, refuse_if_held, unlock
+from a3c.rundir.lock import LOCK_NAME, holder, lock_run_dir, refuse_if_held, unlock
 
 
 def test_a_held_run_dir_is_refused_until_its_lock_is_released(tmp_path):

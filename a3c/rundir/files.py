@@ -1,5 +1,5 @@
 """The run directory (docs/runs.md): its default path, its creation, config.json and summary.json.
-(The CSV logs are ``a3c.run.csvlog``, the checkpoints ``a3c.run.checkpoints``.)
+(The CSV logs are ``a3c.rundir.csvlog``, the checkpoints ``a3c.rundir.checkpoints``.)
 
 Everything whole-file is written to a temp file and renamed into place, so nothing is ever half written.
 """
@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from a3c.core.errors import BadInput
-from a3c.run.lock import refuse_if_held
+from a3c.rundir.lock import refuse_if_held
 
 
 def default_run_dir(env_id: str, seed: int, root: Path = Path("runs")) -> Path:

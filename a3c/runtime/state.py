@@ -14,7 +14,7 @@ from a3c.algo.shared.normalize import SharedObsStats
 from a3c.algo.shared.optim import SharedOptimizer, assert_shared
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
-from a3c.run.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats
+from a3c.rundir.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats
 from a3c.runtime.shared import Counters, Heartbeats, StopSignal
 from envs import EnvInfo
 

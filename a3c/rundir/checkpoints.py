@@ -19,7 +19,7 @@ from a3c.algo.shared.normalize import RunningMeanStd
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
-from a3c.run.rundir import atomic_write
+from a3c.rundir.files import atomic_write
 from envs import inspect_env
 
 

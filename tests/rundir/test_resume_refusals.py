@@ -13,8 +13,8 @@ import torch
 
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
-from a3c.run.checkpoints import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
-from a3c.run.resume import SHAPE_FIELDS, check_compatible, load_resume_checkpoint
+from a3c.rundir.checkpoints import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
+from a3c.rundir.resume import SHAPE_FIELDS, check_compatible, load_resume_checkpoint
 from tests.front.test_cli import call
 from tests.helpers import run_serial_fixed_length
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
-import a3c.run.checkpoints
+import a3c.rundir.checkpoints
 from a3c.core.config import Config
-from a3c.run.resume import load_resume_checkpoint
+from a3c.rundir.resume import load_resume_checkpoint
 from a3c.training.train import Trainer
 from envs import inspect_env
 
@@ -54,7 +54,7 @@ def test_a_checkpoint_is_one_instant_even_while_workers_write(tmp_path, monkeypa
         **{k: v.clone() for k, v in live_state.items()},
         "steps": trainer.counters.total_steps,
     }
-    real_save = a3c.run.checkpoints.save_checkpoint
+    real_save = a3c.rundir.checkpoints.save_checkpoint
 
     def save_while_a_worker_steps(path, payload):
         with torch.no_grad():
@@ -64,7 +64,7 @@ def test_a_checkpoint_is_one_instant_even_while_workers_write(tmp_path, monkeypa
             trainer.counters.add(0, 100)
         real_save(path, payload)
 
-    monkeypatch.setattr(a3c.run.checkpoints, "save_checkpoint", save_while_a_worker_steps)
+    monkeypatch.setattr(a3c.rundir.checkpoints, "save_checkpoint", save_while_a_worker_steps)
     trainer._save_last()
     saved = load_resume_checkpoint(tmp_path / "run")
     weights = torch.cat([t.reshape(-1) for t in saved["model_state"].values()])

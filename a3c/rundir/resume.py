@@ -14,7 +14,7 @@ from a3c.algo.shared.normalize import SharedObsStats
 from a3c.algo.shared.optim import SharedOptimizer
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
-from a3c.run.checkpoints import load_checkpoint
+from a3c.rundir.checkpoints import load_checkpoint
 
 # Fields that fix the shape of the model or the optimizer state: a resume may not change them.
 # The model kind, the action squashing, the observation normalisation and the reward scaling too: a model

@@ -1,7 +1,0 @@
-"""run: the files of a run — the run dir, ``config.json`` and ``summary.json`` (``rundir``), the CSV logs
-and their columns (``csvlog``), checkpoints (``checkpoints``), continuing a run (``resume``) and
-TensorBoard (``tensorboard``). Whole files are written to a temp file and renamed into place.
-
-It may import ``a3c.core``, ``a3c.algo`` and ``envs``; never ``a3c.runtime``, ``a3c.backends`` or the
-front. No processes here.
-"""
