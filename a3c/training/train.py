@@ -93,8 +93,7 @@ class Trainer:
         self.on_eval: Callable[[EvalRecord], bool] | None = None
         self.restarts = 0
         self.signal_received: int | None = None
-        self.params_finite = True
-        self.handle_failed = False
+        self.params_finite, self.handle_failed = True, False
         self.last_checkpoint = self.last_finite_check = time.monotonic()
 
     # -- the one loop ---------------------------------------------------------------------------------------
@@ -154,8 +153,9 @@ class Trainer:
                 self.stop.stop(StopReason.PRUNED)  # the first reason wins: a solved run stays solved
 
     def _on_signal(self, signum, _frame) -> None:
-        # Only record it; the loop acts on it within one tick.
+        # Stop at once: a child ending on the same group signal then ended, and is not restarted as crashed.
         self.signal_received = signum
+        self.stop.stop(StopReason.INTERRUPTED)
 
     def _check_budget_and_signals(self) -> None:
         cfg = self.config

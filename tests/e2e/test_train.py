@@ -163,12 +163,15 @@ def test_signal_stops_the_run_and_leaves_no_child(run_dir, token, signum, to_gro
     try:
         children = spawned_children(proc.pid)
         os.killpg(proc.pid, signum) if to_group else proc.send_signal(signum)
-        assert proc.wait(timeout=60) == code, proc.stderr.read()
+        assert proc.wait(timeout=60) == code
+        err = proc.stderr.read()
     finally:
         end(proc)
     assert not alive(children) and not left_behind(token)
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"] == signal.Signals(signum).name
+    # A signal is a stop: a child that ends on it is not a crash, and nothing is restarted.
+    assert summary["restarts"] == 0 and "restart" not in err and "crashed" not in err, err
     assert (run_dir / "checkpoints" / "last.pt").is_file()
 
 
