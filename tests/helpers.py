@@ -260,6 +260,14 @@ def start_cartpole(
     return proc
 
 
+def kill_trainer(proc: subprocess.Popen, token: str) -> None:
+    """SIGKILL the trainer alone, as a machine's OOM killer would, and assert none of its children outlives
+    it: each sees its parent gone at its next heartbeat (milliseconds); 30 s is only a cap."""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert not left_behind(token, timeout=30.0), "children outlived the SIGKILLed trainer"
+
+
 def end(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)

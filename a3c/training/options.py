@@ -140,7 +140,6 @@ def train_setup(
     """
     from a3c.core.config import parse_set
     from a3c.rundir.files import check_run_dir, default_run_dir
-    from a3c.rundir.lock import refuse_if_held
     from a3c.training.resolve import resolve_config
     from envs import inspect_env, load_preset
 
@@ -158,7 +157,6 @@ def train_setup(
             raise BadInput("--resume: RUN_DIR is the run dir; --run-dir and --force are not allowed with it")
         if not use_preset:
             raise BadInput("--no-preset: not allowed with --resume (the run's saved config is used)")
-        refuse_if_held(resume, "--resume")  # before reading a checkpoint the live run may be replacing
         config, info, checkpoint = resume_config(resume, env_id, options, parsed)
         run_dir = resume
         auto = not serial and asked == AUTO

@@ -20,6 +20,7 @@ from tests.helpers import (
     a3c_env,
     csv_rows,
     end,
+    kill_trainer,
     left_behind,
     popen_a3c,
     read_json,
@@ -80,9 +81,7 @@ def test_eight_workers_on_two_cores_train_and_resume_after_the_trainer_is_killed
         wait_until(proc, last.is_file, timeout=60)
         # The workers and the evaluator (which names itself once started: wait for it, do not race it).
         wait_until(proc, lambda: len(spawned_children(proc.pid)) == WORKERS + 1, timeout=60)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        assert not left_behind(token, timeout=30.0), "children outlived the SIGKILLed trainer"
+        kill_trainer(proc, token)
     finally:
         end(proc)
     checkpoint = load_resume_checkpoint(run_dir)
