@@ -13,12 +13,13 @@ from typing import Any
 
 import click
 
+from a3c.core.config import parse_kwargs
 from a3c.core.errors import BadInput
 from a3c.rundir.lock import refuse_if_held
 from a3c.tools.bench.command import bench
 from a3c.tools.export import export_command
 from a3c.tools.tune import tune
-from a3c.tools.video import play_episodes, record_best, require_video, video_dir, video_flag, video_option
+from a3c.tools.video import record_best, require_video, video_dir, video_flag, video_option
 from a3c.training.options import config_options, train_setup
 from envs import EnvSetupError
 
@@ -44,6 +45,15 @@ def cli() -> None:
 )
 @click.option("--force", is_flag=True, help="Replace an existing run in --run-dir.")
 @click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path),
+    default=None,
+    metavar="FILE.toml",
+    help="Config values from a TOML file (the preset format; `a3c tune` writes one): over the env's preset, "
+    "under the other options and --set.",
+)
+@click.option(
     "--no-preset", is_flag=True, help="Ignore the env's preset: the defaults derived from the env only."
 )
 @config_options("max_steps", "max_seconds", "target_return", "eval_interval", "eval_episodes")
@@ -54,6 +64,14 @@ def cli() -> None:
     metavar="KEY=VALUE",
     help="Override any config field (repeatable), e.g. --set lr=3e-4 --set hidden_sizes=128,128. "
     "Keys: see `a3c config-keys`.",
+)
+@click.option(
+    "--env-kwarg",
+    "env_kwargs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A keyword argument of every env the run makes (repeatable; the value read as JSON, else text), "
+    "e.g. --env-kwarg continuous=true. Saved with the run: a resume keeps it.",
 )
 @config_options("checkpoint_interval", "hang_timeout")
 @click.option(
@@ -86,6 +104,9 @@ def train(
     """
     # The Config fields' options (a3c.training.options) come in ``options``, by field name, None where not
     # given.
+    # --env-kwarg items → a dict (None: not given); --config goes to train_setup with the options.
+    env_kwargs = options.pop("env_kwargs")
+    options["env_kwargs"] = parse_kwargs(env_kwargs, "--env-kwarg") if env_kwargs else None
     if video := options.pop("video"):  # not a Config field: a resume neither keeps nor refuses it
         require_video()
     if resume is not None or (force and run_dir is not None):  # a live run's dir: refused before any start
@@ -98,7 +119,13 @@ def train(
     from a3c.training.train import Trainer
 
     setup = train_setup(
-        env_id, options, overrides, run_dir=run_dir, force=force, resume=resume, serial=serial
+        env_id,
+        options,
+        overrides,
+        run_dir=run_dir,
+        force=force,
+        resume=resume,
+        serial=serial,
     )
     trainer = Trainer(
         setup.config,
@@ -109,6 +136,12 @@ def train(
         show_progress=not quiet,
         resume=setup.checkpoint,
     )
+    if setup.skipped_preset and not quiet:
+        print(
+            f"preset: {setup.config.env_id}'s is not used: it is for the env's default spaces, which the env "
+            "kwargs change",
+            file=sys.stderr,
+        )
     if setup.auto_workers and not quiet:  # once the run dir exists: bad input stays one line
         print(
             f"workers: {setup.config.workers} (auto: one per CPU this process may use, "
@@ -128,27 +161,13 @@ def train(
 def evaluate(target: Path, episodes: int, seed: int, as_json: bool, video: Path | None) -> None:
     """Play greedy episodes with a checkpoint (a run dir: its checkpoints/best.pt) and report the return."""
     from a3c.rundir.checkpoints import load_policy
+    from a3c.tools.evaluate import check_episodes_and_seed, evaluate_policy
 
-    if episodes < 1:
-        raise BadInput(f"--episodes: {episodes} is not allowed; expected an integer >= 1")
-    if not 0 <= seed < 2**31 - episodes:
-        raise BadInput(f"--seed: {seed} is not allowed; expected an integer in [0, 2**31 - episodes)")
+    check_episodes_and_seed(episodes, seed)
     folder = None if video is None else video_dir(video)  # the extra and the folder, before any work
     saved = load_policy(target)
-    path, config = saved.path, saved.config
-    returns, lengths, videos = play_episodes(saved, episodes, seed, folder)
-    result = {
-        "checkpoint": str(path),
-        "env_id": config.env_id,
-        "episodes": episodes,
-        "mean_return": float(returns.mean()),
-        "std_return": float(returns.std()),
-        "min_return": float(returns.min()),
-        "max_return": float(returns.max()),
-        "mean_length": float(lengths.mean()),
-        "seed": seed,
-        **({"videos": videos} if folder else {}),
-    }
+    result = evaluate_policy(saved, episodes, seed, folder)
+    path, config, videos = saved.path, saved.config, result.get("videos", [])
     if as_json:
         click.echo(json.dumps(result))
     else:
@@ -247,6 +266,8 @@ def config_keys() -> None:
         if f.name == "env_id":
             continue
         default = f.default if f.default is not MISSING else "-"
+        if f.default_factory is not MISSING:
+            default = f.default_factory()
         click.echo(f"{f.name:<16} {default!s:<10} {f.metadata.get('help', '')}")
 
 

@@ -49,12 +49,19 @@ def _suggest(env_id: str) -> str:
 
 
 @contextmanager
-def _setup_errors(env_id: str) -> Iterator[None]:
-    """Turn what making ``env_id`` raises into an ``EnvSetupError`` that names the problem."""
+def _setup_errors(env_id: str, kwargs: dict[str, Any] | None = None) -> Iterator[None]:
+    """Turn what making ``env_id`` raises into an ``EnvSetupError`` that names the problem (``kwargs``: the
+    keyword arguments it was made with, named when the env refuses them)."""
     try:
         yield
     except EnvSetupError:
         raise
+    except TypeError as exc:
+        if not kwargs:
+            raise EnvSetupError(f"--env: {env_id!r} cannot be made (TypeError: {exc})") from exc
+        raise EnvSetupError(
+            f"env_kwargs: {kwargs!r} is not allowed for {env_id} ({exc}); expected its make() arguments"
+        ) from exc
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as exc:
         raise EnvSetupError(f"--env: unknown environment {env_id!r}{_suggest(env_id)}") from exc
     except gym.error.DeprecatedEnv as exc:
@@ -111,7 +118,7 @@ def make_env(
             a ``frame_stack`` the env cannot take.
     """
     _check_frame_stack(env_id, frame_stack)
-    with _setup_errors(env_id):
+    with _setup_errors(env_id, kwargs):
         if is_atari(env_id):
             if not register_atari():
                 raise ModuleNotFoundError("ale_py is not installed", name="ale_py")
@@ -137,14 +144,16 @@ def _extra_hint(module: str | None) -> str:
     return f"; install it with pip install -e '.[{extra}]'" if extra else ""
 
 
-def inspect_env(env_id: str, *, frame_stack: int = 1) -> EnvInfo:
+def inspect_env(env_id: str, *, frame_stack: int = 1, env_kwargs: dict[str, Any] | None = None) -> EnvInfo:
     """Make the env once, check its spaces and return the facts the config and the model need.
 
     ``frame_stack``: as ``make_env``'s; the spaces are those of the stacked observations (Atari, k > 1:
     ``obs_shape == (k, 84, 84)``), the same on the native vector env. ``obs_shape`` is that of the encoded
-    observations (``make_env``'s ``encode``).
+    observations (``make_env``'s ``encode``). ``env_kwargs``: ``make_env``'s keyword arguments (they may
+    change the spaces: LunarLander-v3's ``continuous=True``).
     """
-    env = make_env(env_id, frame_stack=frame_stack, encode=False)  # the env's own spaces, to check and name
+    # The env's own spaces, to check and name.
+    env = make_env(env_id, frame_stack=frame_stack, encode=False, **(env_kwargs or {}))
     try:
         check_spaces(env_id, env.observation_space, env.action_space)
         spec = env.spec
@@ -202,7 +211,7 @@ def make_vector_env(
     """
     _check_frame_stack(env_id, frame_stack)
     if _use_native(env_id, native, kwargs):
-        with _setup_errors(env_id):
+        with _setup_errors(env_id, kwargs):
             return NativeAtariVectorEnv(env_id, num_envs, training, frame_stack=frame_stack, **kwargs)
     fn = partial(make_env, env_id, training=training, frame_stack=frame_stack, **kwargs)
     return SerialVectorEnv([fn] * num_envs)

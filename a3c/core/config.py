@@ -19,7 +19,9 @@ Each field's ``metadata`` is the one place its documentation lives:
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -38,6 +40,14 @@ class Config:
     It is too long because of that metadata (see the module docstring): declarations, not logic."""
 
     env_id: str = field(metadata={"help": "Gymnasium env id"})
+    env_kwargs: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "keyword arguments of every env the run makes (gymnasium.make), e.g. continuous=true; "
+            "a resume keeps them",
+            "shown_default": "none",
+        },
+    )
     seed: int = field(
         default=0, metadata={"help": "seed of every random stream of the run", "option": "--seed"}
     )
@@ -338,6 +348,7 @@ class Config:
             self._choice("backend"),
             ("sync_every", self.sync_every >= 1, "an integer >= 1"),
         ]
+        check_env_kwargs(self.env_kwargs)
         for name, ok, allowed in checks:
             if not ok:
                 raise BadInput(f"{name}: {getattr(self, name)!r} is not allowed; expected {allowed}")
@@ -368,6 +379,26 @@ class Config:
     def from_dict(cls, values: dict[str, Any]) -> Config:
         """Rebuild a config saved with ``to_dict`` (e.g. from a checkpoint); unknown keys are an error."""
         return cls(**{k: coerce(k, v) for k, v in known_keys(values, "config").items()})
+
+
+# What a3c passes to an env itself: an env keyword argument may not set them.
+RESERVED_ENV_KWARGS = ("render_mode", "seed", "training", "frame_stack", "encode", "native")
+
+
+def check_env_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` if they can be an env's keyword arguments: identifier keys, none that a3c sets itself, JSON
+    values (they are saved in config.json and checkpoints); else BadInput."""
+    ok = all(isinstance(k, str) and k.isidentifier() and k not in RESERVED_ENV_KWARGS for k in kwargs)
+    try:
+        json.dumps(kwargs, allow_nan=False)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise BadInput(
+            f"env_kwargs: {kwargs!r} is not allowed; expected keyword names mapped to JSON values (true, 3, "
+            f'0.5, "text", null, lists), none of {", ".join(RESERVED_ENV_KWARGS)}'
+        )
+    return kwargs
 
 
 FIELDS = {f.name: f for f in fields(Config)}
@@ -407,6 +438,10 @@ def coerce(name: str, value: Any) -> Any:
                     raise ValueError
                 return value.lower() in ("true", "1", "yes")
             return bool(value)
+        if typing.get_origin(base) is dict:
+            # "a=1,b=[2, 3]": split at the commas that start a new key
+            items = re.split(r",\s*(?=[A-Za-z_]\w*\s*=)", value) if isinstance(value, str) else value
+            return parse_kwargs(items, name)
         if typing.get_origin(base) is tuple:
             items = value.split(",") if isinstance(value, str) else value
             return tuple(int(x) for x in items)
@@ -414,8 +449,9 @@ def coerce(name: str, value: Any) -> Any:
             return _to_int(value)
         return base(value)
     except (TypeError, ValueError, OverflowError):
-        kind = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(
-            base, "comma-separated integers"
+        kinds = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+        kind = kinds.get(
+            base, "key=value items" if typing.get_origin(base) is dict else "comma-separated integers"
         ) + (f" or {AUTO}" if FIELDS[name].metadata.get("auto") else "")
         raise BadInput(f"{name}: {value!r} is not allowed; expected {kind}") from None
 
@@ -433,6 +469,38 @@ def _to_int(value: Any) -> int:
     if number != int(number):
         raise ValueError(value)
     return int(number)
+
+
+def parse_kwargs(items: Any, name: str = "env_kwargs") -> dict[str, Any]:
+    """Keyword arguments from a mapping (a TOML table, JSON) or from ``key=value`` strings, each value read
+    as JSON (``true``, ``3``, ``0.5``, ``[1, 2]``, ``null``; True/False/None too), else kept as text."""
+    if isinstance(items, dict):
+        return dict(items)
+    if not isinstance(items, list | tuple):
+        raise ValueError(items)
+    parsed: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = str(item).partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"{name}: {item!r} is not allowed; expected key=value, e.g. continuous=true")
+        raw = raw.strip()
+        words = {"true": True, "false": False, "none": None, "null": None}
+        try:
+            value = words[raw.lower()] if raw.lower() in words else json.loads(raw)
+        except ValueError:
+            value = raw
+        parsed[key.strip()] = value
+    return parsed
+
+
+def parse_values(values: dict[str, Any]) -> dict[str, Any]:
+    """``{"lr": 3e-4, "hidden_sizes": [128, 128]}`` (the Python API's keywords) → typed values; unknown keys
+    and bad values are BadInput, with the messages of ``--set``."""
+    unknown = [k for k in values if k not in FIELD_NAMES or k == "env_id"]
+    if unknown:
+        allowed = ", ".join(n for n in FIELD_NAMES if n != "env_id")
+        raise BadInput(f"{unknown[0]}: unknown config key; allowed: {allowed}")
+    return {k: coerce(k, v) for k, v in values.items()}
 
 
 def parse_set(items: tuple[str, ...]) -> dict[str, Any]:

@@ -25,12 +25,14 @@ from envs import inspect_env
 
 @dataclass(frozen=True)
 class SavedPolicy:
-    """A checkpoint's policy, ready to play: its path, config, model (eval mode) and observation stats."""
+    """A checkpoint's policy, ready to play: its path, config, model (eval mode), observation stats and the
+    spaces it was built for."""
 
     path: Path
     config: Config
     model: nn.Module
     obs_stats: RunningMeanStd | None
+    spaces: Spaces | None = None
 
     def play(self, episodes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
         """``episodes`` greedy episodes on fresh envs seeded from ``seed``: (returns, lengths)."""
@@ -55,12 +57,12 @@ def load_policy(target: Path) -> SavedPolicy:
         raise BadInput(
             f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})"
         ) from None
-    info = inspect_env(config.env_id, frame_stack=config.frame_stack)
+    info = inspect_env(config.env_id, frame_stack=config.frame_stack, env_kwargs=config.env_kwargs)
     if info.spaces != spaces:
         raise BadInput(
             f"checkpoint: {str(path)!r} was trained for spaces {spaces}; {config.env_id} has {info.spaces}"
         )
-    return SavedPolicy(path, config, model.eval(), obs_stats)
+    return SavedPolicy(path, config, model.eval(), obs_stats, spaces)
 
 
 def saved_best(path: Path) -> tuple[float, float | None, int]:

@@ -16,11 +16,13 @@ from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.rundir.checkpoints import load_checkpoint
 
-# Fields that fix the shape of the model or the optimizer state: a resume may not change them.
-# The model kind, the action squashing, the observation normalisation and the reward scaling too: a model
-# trained with them means something else without them (reward scaling sets the critic's units).
+# Fields that fix the env, the shape of the model or the optimizer state: a resume may not change them.
+# The env's keyword arguments too (they may change its spaces or its task); the model kind, the action
+# squashing, the observation normalisation and the reward scaling too: a model trained with them means
+# something else without them (reward scaling sets the critic's units).
 SHAPE_FIELDS = (
     "env_id",
+    "env_kwargs",
     "hidden_sizes",
     "shared_body",
     "optimizer",

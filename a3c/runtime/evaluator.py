@@ -178,7 +178,7 @@ class Evaluator:
         """``episodes`` greedy episodes of ``self.model``: (returns, lengths)."""
         if episodes not in self.envs:
             self.envs[episodes] = make_eval_vector_env(
-                self.config.env_id, episodes, frame_stack=self.config.frame_stack
+                self.config.env_id, episodes, frame_stack=self.config.frame_stack, **self.config.env_kwargs
             )
         seed = int(self.rng.integers(2**31 - 1 - episodes))
         return play_greedy(

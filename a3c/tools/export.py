@@ -100,6 +100,7 @@ def metadata(saved: SavedPolicy, described: dict[str, str], obs_encoding: str = 
         "a3c_version": a3c.__version__,
         "env_id": config.env_id,
         "frame_stack": str(config.frame_stack),
+        "env_kwargs": json.dumps(config.env_kwargs),
         "obs_norm": str(config.obs_norm).lower(),
         "squash": config.squash,
         "obs_encoding": obs_encoding,

@@ -46,9 +46,12 @@ def format_value(value: Any) -> str:
 
 
 def toml_value(value: Any) -> str:
-    """A preset value as TOML: a bool, an int, a float (exact repr), a string or a list of them."""
+    """A preset value as TOML: a bool, an int, a float (exact repr), a string, a list of them, or a table of
+    them (``env_kwargs``: an inline table)."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, str):
@@ -58,7 +61,8 @@ def toml_value(value: Any) -> str:
 
 def write_best_preset(study: Any, run: TrialSpec, storage: str, study_dir: Path) -> Path | None:
     """``<study-dir>/best-preset.toml``: the env's preset with the best trial's values (None: no complete
-    trial yet). Copied to envs/presets/<env-id>.toml, ``a3c train`` uses it."""
+    trial yet). ``a3c train --config`` takes it as is; copied to envs/presets/<env-id>.toml, it is the
+    env's preset."""
     from a3c.rundir.files import atomic_write
     from envs import load_preset, preset_path
     from envs.atari import v5_id
@@ -78,7 +82,8 @@ def write_best_preset(study: Any, run: TrialSpec, storage: str, study_dir: Path)
         f"# its final greedy evaluation's mean return within {run.trial_seconds:g} s (seed {run.seed}).",
         f"# Tuned: {', '.join(best.params)}.",
         "# The other keys are the env's preset.",
-        f"# To use it: copy it to envs/presets/{preset_path(v5_id(run.env_id)).name}.",
+        f"# To use it: a3c train --env {run.env_id} --config {study_dir / 'best-preset.toml'}",
+        f"# (or copy it to envs/presets/{preset_path(v5_id(run.env_id)).name}: the env's preset).",
     ]
     text = "\n".join([*header, *(f"{k} = {toml_value(v)}" for k, v in values.items())]) + "\n"
     path = study_dir / "best-preset.toml"

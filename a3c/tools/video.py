@@ -29,6 +29,7 @@ from envs.serial import SerialVectorEnv
 if TYPE_CHECKING:
     import numpy as np
 
+    from a3c.core.config import Config
     from a3c.rundir.checkpoints import SavedPolicy
 
 INSTALL = "pip install -e '.[video]'"
@@ -112,7 +113,7 @@ def record_episode(saved: SavedPolicy, folder: Path, seed: int) -> dict[str, Any
     prefix = f".{final.stem}.partial"
     temp = folder / f"{prefix}-episode-0.mp4"  # RecordVideo's name for its first episode
     config, stats = saved.config, saved.obs_stats
-    recorder = _recording_env(config.env_id, config.frame_stack, folder, prefix)
+    recorder = _recording_env(config, folder, prefix)
     envs = SerialVectorEnv([lambda: recorder])
     try:
         normalize = None if stats is None else stats.normalize
@@ -150,11 +151,13 @@ class WholeRecordVideo(RecordVideo):
         self.recorded_frames, self.recording, self._video_name = [], False, None
 
 
-def _recording_env(env_id: str, frame_stack: int, folder: Path, prefix: str) -> RecordVideo:
-    """The evaluator's env for ``env_id`` rendering ``rgb_array`` frames, recording its first episode."""
+def _recording_env(config: Config, folder: Path, prefix: str) -> RecordVideo:
+    """The evaluator's env for ``config.env_id`` (with its ``env_kwargs``) rendering ``rgb_array`` frames,
+    recording its first episode."""
     _headless_rendering()
+    env_id = config.env_id
     try:
-        env = make_env(env_id, frame_stack=frame_stack, render_mode="rgb_array")
+        env = make_env(env_id, frame_stack=config.frame_stack, render_mode="rgb_array", **config.env_kwargs)
         fps = ATARI_HZ // FRAME_SKIP if is_atari(env_id) else None  # None: the env's own render_fps
         with warnings.catch_warnings():  # the folder exists (we made it); files are replaced whole
             warnings.filterwarnings("ignore", message=".*Overwriting existing videos")

@@ -110,19 +110,21 @@ def config_options(*names: str, rest: bool = False, config: type = Config) -> Ca
 
 class TrainSetup(NamedTuple):
     """What ``a3c train`` runs: the config, the env, the run dir and, on a resume, the checkpoint; whether
-    the worker count is ``auto``'s (one per usable CPU)."""
+    the worker count is ``auto``'s (one per usable CPU); whether the env's preset was left out because the
+    env kwargs change its spaces."""
 
     config: Config
     info: EnvInfo
     run_dir: Path
     checkpoint: dict[str, Any] | None
     auto_workers: bool = False
+    skipped_preset: bool = False
 
 
 def train_setup(
     env_id: str | None,
     options: dict[str, Any],
-    overrides: tuple[str, ...],
+    overrides: tuple[str, ...] | dict[str, Any],
     *,
     run_dir: Path | None,
     force: bool,
@@ -132,44 +134,46 @@ def train_setup(
     """The run ``a3c train`` was asked for; anything that does not fit is BadInput (exit 2).
 
     Args:
-        env_id: ``--env``, None when not given.
-        options: the config options by field name, None where not given; and ``no_preset`` (``--no-preset``:
-            the env's preset is ignored, derived defaults only), if given.
-        overrides: the ``--set KEY=VALUE`` items.
+        env_id: ``--env``, None when not given (then ``env_id`` of the config file, if any).
+        options: the config options by field name, None where not given (``env_kwargs``: a dict, merged
+            over the file's); ``no_preset`` (``--no-preset``: the env's preset is ignored, derived defaults
+            only) and ``config_file`` (``--config``: a TOML file of config values, over the preset and under
+            the options), if given.
+        overrides: the ``--set KEY=VALUE`` items, or typed values by field name (the Python API's).
         run_dir, force, resume, serial: ``--run-dir``, ``--force``, ``--resume``, ``--serial``.
     """
-    from a3c.core.config import parse_set
+    from a3c.core.config import check_env_kwargs, parse_set, parse_values
     from a3c.rundir.files import check_run_dir, default_run_dir
-    from a3c.training.resolve import resolve_config
-    from envs import inspect_env, load_preset
 
     workers = options.get("workers")
     if serial and workers not in (None, 1, AUTO):
         raise BadInput(f"--workers: {workers} is not allowed with --serial; expected 1")
-    parsed = parse_set(overrides)
+    parsed = parse_values(overrides) if isinstance(overrides, dict) else parse_set(overrides)
+    options = dict(options)
+    env_id, from_file = _config_file(options.pop("config_file", None), env_id, resume)
+    kwargs = {**from_file.get("env_kwargs", {}), **(options.get("env_kwargs") or {})}
+    kwargs = check_env_kwargs({**kwargs, **parsed.get("env_kwargs", {})})
     asked = parsed.get("workers", workers)  # --set wins over --workers
     if serial and parsed.get("workers") == AUTO:
         parsed["workers"] = 1
     options = {**options, "workers": 1 if serial else workers}
     use_preset = not options.pop("no_preset", False)
+    skipped = False
     if resume is not None:
         if run_dir is not None or force:
             raise BadInput("--resume: RUN_DIR is the run dir; --run-dir and --force are not allowed with it")
         if not use_preset:
             raise BadInput("--no-preset: not allowed with --resume (the run's saved config is used)")
-        config, info, checkpoint = resume_config(resume, env_id, options, parsed)
+        config, info, checkpoint = resume_config(resume, env_id, options, {**from_file, **parsed})
         run_dir = resume
         auto = not serial and asked == AUTO
     elif env_id is None:
         raise BadInput("--env: missing; expected a Gymnasium env id (or --resume RUN_DIR)")
     else:
-        info = inspect_env(env_id)
-        config = resolve_config(info, options, parsed, use_preset=use_preset)
-        preset = (load_preset(info.env_id) if use_preset else None) or {}
-        from_preset = str(preset.get("workers", AUTO)).strip().lower()
+        config, info, skipped, from_preset = _fresh_config(
+            env_id, {**options, "env_kwargs": kwargs}, parsed, from_file, use_preset
+        )
         auto = not serial and (asked == AUTO or (asked is None and from_preset == AUTO))
-        if config.frame_stack > 1:  # the model is built for the stacked observations
-            info = inspect_env(env_id, frame_stack=config.frame_stack)
         checkpoint = None
         run_dir = run_dir or default_run_dir(info.env_id, config.seed)
         check_run_dir(run_dir, force)
@@ -181,7 +185,42 @@ def train_setup(
         from a3c.rundir.tensorboard import check_available
 
         check_available()
-    return TrainSetup(config, info, run_dir, checkpoint, auto_workers=auto)
+    return TrainSetup(config, info, run_dir, checkpoint, auto_workers=auto, skipped_preset=skipped)
+
+
+def _config_file(path: Path | None, env_id: str | None, resume: Path | None) -> tuple[str | None, dict]:
+    """The env id of the run (``--env``, else the ``--config`` file's ``env_id`` for a fresh run) and the
+    file's other values ({} without a file); BadInput when the two env ids differ."""
+    from a3c.training.resolve import read_config_file
+
+    from_file = {} if path is None else read_config_file(path)
+    file_env = from_file.pop("env_id", None)
+    if env_id is not None and file_env is not None and env_id != file_env:
+        raise BadInput(f"--env: {env_id!r} does not match env_id {file_env!r} of --config {str(path)!r}")
+    return env_id or (None if resume is not None else file_env), from_file
+
+
+def _fresh_config(
+    env_id: str, options: dict[str, Any], parsed: dict[str, Any], from_file: dict[str, Any], use_preset: bool
+) -> tuple[Config, EnvInfo, bool, str]:
+    """A new run's config and env; whether the env's preset was skipped (the env kwargs change the spaces it
+    was measured on); the worker count the preset or the file asks for (``auto`` when neither does)."""
+    from a3c.training.resolve import resolve_config
+    from envs import inspect_env, load_preset
+
+    kwargs = options["env_kwargs"]
+    info = inspect_env(env_id, env_kwargs=kwargs)
+    skipped = False
+    if use_preset and kwargs and load_preset(info.env_id) is not None:
+        # A preset is measured on the env as made by default: not for one whose spaces the kwargs change.
+        use_preset = inspect_env(env_id).spaces == info.spaces
+        skipped = not use_preset
+    config = resolve_config(info, options, parsed, use_preset=use_preset, from_file=from_file)
+    preset = (load_preset(info.env_id) if use_preset else None) or {}
+    from_preset = str(from_file.get("workers", preset.get("workers", AUTO))).strip().lower()
+    if config.frame_stack > 1 or config.env_kwargs != kwargs:  # the model is built for these spaces
+        info = inspect_env(env_id, frame_stack=config.frame_stack, env_kwargs=config.env_kwargs)
+    return config, info, skipped, from_preset
 
 
 def _check_ray(config: Config, serial: bool) -> None:
@@ -232,7 +271,7 @@ def resume_config(
         )
     if env_id is not None and env_id != saved.env_id:
         raise BadInput(f"--env: {env_id!r} does not match the resumed run's env {saved.env_id!r}")
-    info = inspect_env(saved.env_id, frame_stack=saved.frame_stack)
+    info = inspect_env(saved.env_id, frame_stack=saved.frame_stack, env_kwargs=saved.env_kwargs)
     try:
         saved_spaces = Spaces.of_checkpoint(checkpoint)
     except (KeyError, TypeError, ValueError):

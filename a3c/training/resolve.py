@@ -1,8 +1,10 @@
-"""Resolve a run's config: built-in defaults → derived from the env → the env's preset → options →
-``--set``. It needs the env (``envs``), so it sits in the front, above every layer."""
+"""Resolve a run's config: built-in defaults → derived from the env → the env's preset → a ``--config``
+file → options → ``--set``. It needs the env (``envs``), so it sits in the front, above every layer."""
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
 from typing import Any
 
 from a3c.core.config import Config, coerce, known_keys
@@ -83,8 +85,34 @@ def check_fits(config: Config, info: EnvInfo) -> Config:
     return config
 
 
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The typed values of a TOML config file (``--config``; the preset format, ``env_id`` allowed), or
+    BadInput naming the file and what is wrong with it."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise BadInput(f"--config: {str(path)!r} does not exist; expected a TOML file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"--config: {str(path)!r} cannot be read ({exc}); expected a TOML file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"--config: {str(path)!r} is not valid TOML ({exc})") from None
+    return {k: coerce(k, v) for k, v in known_keys(data, f"--config {str(path)!r}").items()}
+
+
+def _layer(chosen: dict[str, Any], values: dict[str, Any]) -> None:
+    """Put ``values`` over ``chosen``: a value replaces the one below it, ``env_kwargs`` key by key."""
+    for key, value in values.items():
+        if key == "env_kwargs" and value is not None:
+            value = {**chosen.get(key, {}), **value}
+        chosen[key] = value
+
+
 def resolve_config(
-    info: EnvInfo, options: dict[str, Any], overrides: dict[str, Any], use_preset: bool = True
+    info: EnvInfo,
+    options: dict[str, Any],
+    overrides: dict[str, Any],
+    use_preset: bool = True,
+    from_file: dict[str, Any] | None = None,
 ) -> Config:
     """Build and validate the config of a run.
 
@@ -93,12 +121,14 @@ def resolve_config(
         options: command-line options that were given (None values mean "not given").
         overrides: typed ``--set`` values; they win over everything.
         use_preset: False: the env's preset is ignored (``--no-preset``), as for an env without one.
+        from_file: typed values of a ``--config`` file: over the preset, under the options.
     """
     values: dict[str, Any] = {"env_id": info.env_id, **env_defaults(info)}
     preset = (load_preset(info.env_id) if use_preset else None) or {}
     chosen = {k: coerce(k, v) for k, v in known_keys(preset, f"preset of {info.env_id}").items()}
-    chosen.update({k: v for k, v in options.items() if v is not None})
-    chosen.update(overrides)
+    _layer(chosen, {k: v for k, v in (from_file or {}).items() if k != "env_id"})
+    _layer(chosen, {k: v for k, v in options.items() if v is not None})
+    _layer(chosen, overrides)
     values.update(chosen)
     feed_forward = values.get("model") == "cnn" and not values.get("lstm_size")
     if "frame_stack" not in chosen and feed_forward and is_atari(info.env_id):

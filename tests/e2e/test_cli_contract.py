@@ -335,5 +335,7 @@ def test_config_keys_lists_every_field_with_its_default_and_help(capsys):
     for f in expected:
         line = lines[f.name]
         default = "-" if f.default is MISSING else str(f.default)
+        if f.default_factory is not MISSING:  # env_kwargs: {}
+            default = str(f.default_factory())
         assert line.split(None, 1)[1].startswith(default), (f.name, line)
         assert line.rstrip().endswith(f.metadata["help"]), (f.name, line)

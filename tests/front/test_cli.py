@@ -164,6 +164,7 @@ def test_evaluate_run_dir_without_checkpoints(capsys, tmp_path):
 # Train options with no default value: inputs (--env, --resume, --set), and options whose absence means
 # something the help says in words (the value of --run-dir is checked against default_run_dir below).
 NO_DEFAULT = {"env_id": "", "resume": "", "overrides": "", "ray_address": "none starts one", "run_dir": ""}
+NO_DEFAULT |= {"config_file": "", "env_kwargs": ""}  # --config FILE.toml, --env-kwarg KEY=VALUE
 # Config fields whose default is None: what that means, as the help must say it.
 NONE_MEANS = {"max_steps": "no limit", "max_seconds": "no limit", "target_return": "reward_threshold"}
 NONE_MEANS["video"] = "no videos"  # a3c evaluate --video DIR
@@ -235,7 +236,8 @@ def test_every_config_field_with_an_option_is_a_train_option_with_the_fields_hel
     shown = words(CliRunner().invoke(cli, ["train", "--help"]).output)
     option_names = {f.name for f in option_fields()}
     assert option_names >= {"workers", "seed", "max_steps", "target_return", "backend", "ray_address"}
-    assert option_names == set(params).intersection(f.name for f in dataclasses.fields(Config)) - {"env_id"}
+    hand_written = {"env_id", "env_kwargs"}  # --env, and the repeatable --env-kwarg KEY=VALUE
+    assert option_names == set(params).intersection(f.name for f in dataclasses.fields(Config)) - hand_written
     for f in option_fields():
         param = params[f.name]
         assert param.opts == [f.metadata["option"]] and param.default is None, f.name  # None: not given

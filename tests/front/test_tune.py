@@ -218,14 +218,17 @@ def test_a_trial_left_running_is_marked_failed_when_the_study_reopens(tmp_path, 
         open_study(optuna, run._replace(env_id="Pendulum-v1"), storage, tmp_path)
 
 
-@pytest.mark.parametrize("value", [True, False, 3, 1e-05, 0.1, 475.0, "adam", [64, 64], 'say "hi"'])
+VALUES = [True, False, 3, 1e-05, 0.1, 475.0, "adam", [64, 64], 'say "hi"', {"continuous": True, "g": -9.5}]
+
+
+@pytest.mark.parametrize("value", VALUES)
 def test_preset_values_read_back_as_toml(value):
     assert tomllib.loads(f"key = {toml_value(value)}")["key"] == value
 
 
 def test_best_preset_is_the_env_preset_with_the_best_values(tmp_path, monkeypatch):
     optuna = require_extra("optuna", "tune")
-    from a3c.training.resolve import resolve_config
+    from a3c.training.resolve import read_config_file, resolve_config
     from envs import inspect_env, load_preset
 
     study = optuna.create_study(direction="maximize")
@@ -243,6 +246,9 @@ def test_best_preset_is_the_env_preset_with_the_best_values(tmp_path, monkeypatc
     assert "Trial 1 (trial-001) did not reach the target" in text and "sqlite:///x.db" in text
     assert "envs/presets/CartPole-v1.toml" in text
     assert tomllib.loads(text) == {**load_preset("CartPole-v1"), "lr": 2.5e-3}
+    assert f"a3c train --env CartPole-v1 --config {path}" in text
+    # As a --config file, as is:
+    assert resolve_config(inspect_env("CartPole-v1"), {}, {}, from_file=read_config_file(path)).lr == 2.5e-3
     # Where a3c train looks for presets, it is the env's preset.
     (tmp_path / "presets").mkdir()
     path.rename(tmp_path / "presets" / "CartPole-v1.toml")

@@ -24,6 +24,7 @@ BASE = Config(env_id="CartPole-v1")
 # (test_every_shape_field_has_a_refusal_case), so no field goes untested.
 CHANGED = {
     "env_id": "Acrobot-v1",
+    "env_kwargs": {"sutton_barto_reward": True},
     "hidden_sizes": (32,),
     "shared_body": True,
     "optimizer": "rmsprop",

@@ -52,7 +52,7 @@ def play_policy(
     model: nn.Module, config: Config, episodes: int, seed: int, obs_stats: RunningMeanStd | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """``episodes`` greedy episodes of ``model`` on fresh envs of ``config.env_id`` seeded from ``seed``."""
-    envs = make_eval_vector_env(config.env_id, episodes, frame_stack=config.frame_stack)
+    envs = make_eval_vector_env(config.env_id, episodes, frame_stack=config.frame_stack, **config.env_kwargs)
     try:
         normalize = None if obs_stats is None else obs_stats.normalize
         return play_greedy(model, envs, seed, squash=config.squash, normalize=normalize)

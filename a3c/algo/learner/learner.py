@@ -123,7 +123,11 @@ class Learner:
         self.grad_guard = GradViewGuard(self.local_model, self.local_grad)
         torch.manual_seed(seed)
         envs = make_vector_env(
-            config.env_id, config.envs_per_worker, training=True, frame_stack=config.frame_stack
+            config.env_id,
+            config.envs_per_worker,
+            training=True,
+            frame_stack=config.frame_stack,
+            **config.env_kwargs,
         )
         self.dist = action_dist(envs.single_action_space, config.squash)
         reward_scale = None

@@ -47,7 +47,7 @@ class EvalActor:
                 self.flat.copy_(writable_tensor(weights))
             if episodes not in self.envs:
                 self.envs[episodes] = make_eval_vector_env(
-                    self.cfg.env_id, episodes, frame_stack=self.cfg.frame_stack
+                    self.cfg.env_id, episodes, frame_stack=self.cfg.frame_stack, **self.cfg.env_kwargs
                 )
 
             def stepped() -> bool:  # called by play_greedy before every step

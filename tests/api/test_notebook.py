@@ -1,0 +1,39 @@
+"""The API notebook (notebooks/api.ipynb) runs end to end: it trains CartPole through ``a3c.train`` with
+worker processes, reads the DataFrames, loads the policy, plays it with ``predict`` and shows a bad value's
+message."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers import ROOT, require_extra
+
+
+@pytest.mark.slow
+def test_the_api_notebook_trains_reads_and_plays(tmp_path):
+    nbformat = require_extra("nbformat", "dev")
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(ROOT / "notebooks" / "api.ipynb", as_version=4)
+    index = next(i for i, c in enumerate(notebook.cells) if "parameters" in c.metadata.get("tags", []))
+    # What papermill does: a cell right after the parameters cell overrides them.
+    override = f"run_dir = {str(tmp_path / 'run')!r}\nmax_seconds = 120"
+    notebook.cells.insert(index + 1, nbformat.v4.new_code_cell(override))
+    client = NotebookClient(
+        notebook,
+        timeout=300,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(ROOT / "notebooks")}},
+    )
+    client.execute()
+    outputs = {i: c.outputs for i, c in enumerate(notebook.cells) if c.cell_type == "code"}
+    assert not [o for out in outputs.values() for o in out if o.output_type == "error"]
+    text = "\n".join(
+        o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
+        for out in outputs.values()
+        for o in out
+    )
+    assert "'solved': True" in text  # the summary: CartPole reaches 475 well within 120 s
+    assert "lr: -1.0 is not allowed; expected a finite number > 0" in text
+    assert "'mean_return':" in text and "'episodes': 10" in text  # policy.evaluate's dict
+    assert (tmp_path / "run" / "checkpoints" / "best.pt").is_file()
