@@ -31,6 +31,7 @@ class EvalRecord(NamedTuple):
     best_mean_return: float  # mean_return of the evaluation best.pt holds
     solved: bool
     best_selection_mean: float | None = None  # its first eval_episodes' mean: what best.pt is chosen by
+    best_save_error: str | None = None  # this evaluation beat best.pt but could not be saved: why
 
 
 class ErrorRecord(NamedTuple):

@@ -47,6 +47,11 @@ class CsvLog:
 
     def __init__(self, path: Path, columns: Sequence[str]):
         new = not path.exists() or path.stat().st_size == 0
+        if not new:  # appending: the file's header must be ours, or rows would go under other columns
+            with path.open(newline="") as f:
+                header = next(csv.reader(f), [])
+            if header != list(columns):
+                raise ValueError(f"{path}: header {header} is not {list(columns)}; not appending to it")
         self._file = path.open("a", newline="")
         self._writer = csv.writer(self._file)
         if new:

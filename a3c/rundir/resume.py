@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from a3c.algo.shared.optim import SharedOptimizer
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.rundir.checkpoints import load_checkpoint
+from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS, METRICS_COLUMNS
 
 # Fields that fix the env, the shape of the model or the optimizer state: a resume may not change them.
 # The env's keyword arguments too (they may change its spaces or its task); the model kind, the action
@@ -128,23 +130,40 @@ def _concatenated(per_parameter: dict[int, dict[str, torch.Tensor]]) -> dict[str
     }
 
 
-def trim_csv(path: Path, max_step: int, max_wall: float) -> int:
-    """Drop rows logged after the checkpoint (global_step > max_step or wall_time > max_wall): their training
-    was lost with the process, and keeping them would make global_step and wall_time go back on resume.
-    Returns the number of data rows kept. The file is rewritten atomically."""
-    if not path.exists():
-        return 0
+LOGS = {"eval.csv": EVAL_COLUMNS, "metrics.csv": METRICS_COLUMNS, "episodes.csv": EPISODE_COLUMNS}
+
+
+def read_csv_rows(path: Path, columns: tuple[str, ...]) -> tuple[list[str], list[list[str]], int]:
+    """The header and data rows of one of the run's CSVs, checked against ``columns`` (what this a3c
+    writes): the same, or a prefix of them (an older a3c's file: columns are only ever added at the end).
+    A row cut short by a kill (no final newline) is dropped and counted (the last value). Anything else is
+    BadInput."""
     text = path.read_text()
-    if text and not text.endswith("\n"):
+    cut = int(bool(text) and not text.endswith("\n"))
+    if cut:
         text = text[: text.rfind("\n") + 1]  # a row cut short by the kill: drop it, it may hold a cut number
     rows = list(csv.reader(text.splitlines()))
-    if not rows:
-        return 0
-    header, body = rows[0], rows[1:]
+    header = rows[0] if rows else list(columns)
+    if tuple(header) != columns[: len(header)] or not header:
+        raise BadInput(
+            f"--resume: {str(path)!r} has the columns {header}, which this a3c does not write (expected "
+            f"{list(columns)}, or the first of them); move the file away to resume without it"
+        )
+    return header, rows[1:], cut
+
+
+def trim_csv(path: Path, max_step: int, max_wall: float, columns: tuple[str, ...]) -> tuple[int, int]:
+    """Drop rows logged after the checkpoint (global_step > max_step or wall_time > max_wall): their training
+    was lost with the process, and keeping them would make global_step and wall_time go back on resume.
+    Rows of an older a3c's shorter header get the new columns at the end, empty. Returns (rows kept, rows
+    removed); the file is rewritten atomically (a temp file renamed over it)."""
+    if not path.exists():
+        return 0, 0
+    header, body, cut = read_csv_rows(path, columns)
+    step_col, wall_col = header.index("global_step"), header.index("wall_time")
     try:
-        step_col, wall_col = header.index("global_step"), header.index("wall_time")
         kept = [
-            r
+            [*r, *[""] * (len(columns) - len(header))]
             for r in body
             if len(r) == len(header) and int(r[step_col]) <= max_step and float(r[wall_col]) <= max_wall
         ]
@@ -152,9 +171,11 @@ def trim_csv(path: Path, max_step: int, max_wall: float) -> int:
         raise BadInput(f"--resume: {str(path)!r} is not a CSV this a3c wrote ({exc})") from None
     tmp = path.with_name(f".{path.name}.trim")
     with tmp.open("w", newline="") as f:
-        csv.writer(f).writerows([header, *kept])
+        csv.writer(f).writerows([list(columns), *kept])
+        f.flush()
+        os.fsync(f.fileno())
     tmp.replace(path)
-    return len(kept)
+    return len(kept), len(body) + cut - len(kept)
 
 
 def restore_reward_stats(stats: SharedObsStats, state: dict[str, Any] | None, source: str) -> None:
@@ -174,6 +195,21 @@ def trim_logs(run_dir: Path, checkpoint: dict[str, Any]) -> int:
     """Cut eval.csv, metrics.csv and episodes.csv back to the resumed checkpoint (rows after its global step
     or wall time happened in a run segment the checkpoint does not hold); the episodes rows kept."""
     step, wall = int(checkpoint["global_step"]), float(checkpoint["wall_time"])
-    trim_csv(run_dir / "eval.csv", step, wall)
-    trim_csv(run_dir / "metrics.csv", step, wall)
-    return trim_csv(run_dir / "episodes.csv", step, wall)
+    check_logs(run_dir)  # every file checked before any is rewritten
+    kept = {}
+    for name, columns in LOGS.items():
+        kept[name], removed = trim_csv(run_dir / name, step, wall, columns)
+        if removed:
+            print(
+                f"resume: {name}: removed {removed} rows logged after the checkpoint (step {step:,}); "
+                f"{kept[name]} kept",
+                file=sys.stderr,
+            )
+    return kept["episodes.csv"]
+
+
+def check_logs(run_dir: Path) -> None:
+    """BadInput unless each of the run's CSVs that exists has this a3c's columns (or the first of them)."""
+    for name, columns in LOGS.items():
+        if (run_dir / name).exists():
+            read_csv_rows(run_dir / name, columns)

@@ -122,8 +122,8 @@ class Evaluator:
         # evaluation whose first episodes reached the target and whose confirmation then failed measured
         # its policy below the target over as many episodes (LunarLander: best.pt at 188.4 over 110
         # episodes in a run solved at 211.5).
+        save_error = None
         if (solved, selection) > (self.best_solved, self.best_mean):
-            self.best_mean, self.best_return, self.best_solved = selection, mean, solved
             try:
                 save_checkpoint(
                     self.run_dir / "checkpoints" / "best.pt",
@@ -142,7 +142,10 @@ class Evaluator:
                     ),
                 )
             except OSError as exc:  # a full disk should not end the run; the previous best.pt stays
+                save_error = f"{type(exc).__name__}: {exc}"
                 print(f"warning: could not save best.pt: {exc}", file=sys.stderr, flush=True)
+            else:  # the best is what best.pt holds: recorded once on disk, so a later one can replace it
+                self.best_mean, self.best_return, self.best_solved = selection, mean, solved
         best_return = self.best_mean if self.best_return is None else self.best_return
         return EvalRecord(
             *row,
@@ -150,6 +153,7 @@ class Evaluator:
             best_mean_return=best_return,
             solved=solved,
             best_selection_mean=self.best_mean,
+            best_save_error=save_error,
         )
 
     def _solved(self, mean: float | None) -> bool:

@@ -104,6 +104,13 @@ class RunMonitor:
             self.best_selection = record.best_selection_mean
             if record.solved and self.solved_at is None:
                 self.solved_at = (record.wall_time, record.global_step)
+            if record.best_save_error and "best_not_saved" not in {w.kind for w in self.warnings}:
+                message = (
+                    f"best.pt could not be saved ({record.best_save_error}); it holds an earlier evaluation"
+                )
+                self.warnings.append(
+                    HealthWarning("best_not_saved", record.global_step, record.wall_time, message)
+                )
         elif isinstance(record, ErrorRecord):
             self.errors.append(record)
 

@@ -255,7 +255,7 @@ def resume_config(
     import json
 
     from a3c.core.spaces import Spaces
-    from a3c.rundir.resume import check_compatible, load_resume_checkpoint
+    from a3c.rundir.resume import check_compatible, check_logs, load_resume_checkpoint
     from envs import inspect_env
 
     checkpoint = load_resume_checkpoint(run_dir)
@@ -283,4 +283,5 @@ def resume_config(
     values = {**saved.to_dict(), **{k: v for k, v in options.items() if v is not None}, **overrides}
     config = Config(**values).validate()
     check_compatible(checkpoint, config, run_dir)
+    check_logs(run_dir)
     return config, info, checkpoint

@@ -328,6 +328,8 @@ def test_trim_csv_drops_a_row_cut_short_by_a_kill(tmp_path):
     path.write_text(
         "wall_time,global_step,worker,return,length\n1.0,10,0,5.0,5\n2.0,20,1,7.0,7\n3.0,30,0,9.0,3"
     )
-    assert trim_csv(path, max_step=100, max_wall=100.0) == 2  # the last row has no newline: it may be cut
+    columns = ("wall_time", "global_step", "worker", "return", "length")
+    # The last row has no newline: it may be cut, so it is removed with the rows after the checkpoint.
+    assert trim_csv(path, max_step=100, max_wall=100.0, columns=columns) == (2, 1)
     assert path.read_text().splitlines()[-1] == "2.0,20,1,7.0,7"
-    assert trim_csv(path, max_step=15, max_wall=100.0) == 1
+    assert trim_csv(path, max_step=15, max_wall=100.0, columns=columns) == (1, 1)

@@ -147,3 +147,46 @@ def test_an_evaluation_reads_the_shared_weights_and_writes_nothing_shared(tmp_pa
     assert shared.counters.total_steps == shared.counters.total_updates == 0
     assert evaluator.flat.data_ptr() != evaluator.shared_flat.data_ptr()
     assert float(evaluator.flat[0]) == 0.25  # it played the shared weights
+
+
+def test_best_is_recorded_only_once_best_pt_is_on_disk(tmp_path, monkeypatch):
+    # Evaluation 1 (100) cannot be saved (a full disk): best.pt does not hold it, so evaluation 2 (90) still
+    # beats best.pt and replaces it; the record says why evaluation 1 is missing.
+    import a3c.runtime.evaluator as evaluator_module
+
+    shared = cartpole_state(tmp_path, 500.0)
+    evaluator = scripted(
+        Evaluator(shared, seed=0), iter([np.full(10, 100.0), np.full(10, 90.0)]), monkeypatch
+    )
+    real_save = evaluator_module.save_checkpoint
+
+    def full_disk(path, payload):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(evaluator_module, "save_checkpoint", full_disk)
+    set_mark(shared.model, 1.0)
+    first = evaluator.evaluate()
+    assert first.best_save_error == "OSError: [Errno 28] No space left on device"
+    assert first.best_selection_mean == -float("inf") and not (tmp_path / "checkpoints" / "best.pt").exists()
+    monkeypatch.setattr(evaluator_module, "save_checkpoint", real_save)
+    set_mark(shared.model, 2.0)
+    second = evaluator.evaluate()
+    evaluator.close()
+    assert (
+        second.best_save_error is None and second.best_selection_mean == 90.0 and best_mark(tmp_path) == 2.0
+    )
+
+
+def test_a_failed_best_save_is_a_warning_in_the_summary(tmp_path):
+    from a3c.core.records import EvalRecord
+    from a3c.training.monitor import RunMonitor
+
+    config = Config(env_id="CartPole-v1")
+    monitor = RunMonitor(config, tmp_path, Counters(1), 0.0, show_progress=False, serial=True)
+    record = EvalRecord(
+        1.0, 100, 10, 50.0, 0.0, 50.0, 50.0, 50.0, 10, 0.1, -1.0, False, None, "OSError: full"
+    )
+    monitor.handle(record)
+    monitor.handle(record._replace(global_step=200))
+    warnings = monitor.summary("max_steps", 0)["warnings"]
+    assert [w["kind"] for w in warnings] == ["best_not_saved"] and "OSError: full" in warnings[0]["message"]
