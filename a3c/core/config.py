@@ -30,6 +30,12 @@ from typing import Any
 from a3c.core.cpus import AUTO, auto_workers, usable_cpus
 from a3c.core.errors import BadInput
 
+# Bounds of the counts (the worker count is bounded by the machine too: a3c/core/limits.py). Evaluation
+# episodes are played as one vector env, all at once; more envs per worker than this gain nothing.
+MAX_WORKERS, MAX_ENVS_PER_WORKER, MAX_EPISODES = 1024, 1024, 1000
+# Below this a healthy child under load (a long update, 8 workers on 2 cores) would be taken for hung.
+MIN_HANG_TIMEOUT_S = 5.0
+
 # The shown default of an option whose field presets usually set.
 PRESET_ELSE = "the env's preset, else {}"
 
@@ -279,8 +285,12 @@ class Config:
         finite = math.isfinite
         checks: list[tuple[str, bool, str]] = [
             ("seed", 0 <= self.seed < 2**32, "an integer in [0, 2**32)"),
-            ("workers", self.workers >= 1, "an integer >= 1"),
-            ("envs_per_worker", self.envs_per_worker >= 1, "an integer >= 1"),
+            ("workers", 1 <= self.workers <= MAX_WORKERS, f"an integer in [1, {MAX_WORKERS}]"),
+            (
+                "envs_per_worker",
+                1 <= self.envs_per_worker <= MAX_ENVS_PER_WORKER,
+                f"an integer in [1, {MAX_ENVS_PER_WORKER}]",
+            ),
             ("t_max", self.t_max >= 1, "an integer >= 1"),
             ("gamma", 0 < self.gamma <= 1, "a number in (0, 1]"),
             ("gae_lambda", 0 <= self.gae_lambda <= 1, "a number in [0, 1]"),
@@ -319,8 +329,12 @@ class Config:
                 "an integer >= 1, or none (a row about once a second)",
             ),
             ("eval_cpu_share", 0 < self.eval_cpu_share <= 1, "a number in (0, 1]"),
-            ("eval_episodes", self.eval_episodes >= 1, "an integer >= 1"),
-            ("confirm_episodes", self.confirm_episodes >= 0, "an integer >= 0"),
+            ("eval_episodes", 1 <= self.eval_episodes <= MAX_EPISODES, f"an integer in [1, {MAX_EPISODES}]"),
+            (
+                "confirm_episodes",
+                0 <= self.confirm_episodes <= MAX_EPISODES,
+                f"an integer in [0, {MAX_EPISODES}]",
+            ),
             (
                 "checkpoint_interval",
                 self.checkpoint_interval > 0 and finite(self.checkpoint_interval),
@@ -330,8 +344,8 @@ class Config:
             ("max_restarts", self.max_restarts >= 0, "an integer >= 0"),
             (
                 "hang_timeout",
-                self.hang_timeout > 0 and finite(self.hang_timeout),
-                "a finite number of seconds > 0",
+                self.hang_timeout >= MIN_HANG_TIMEOUT_S and finite(self.hang_timeout),
+                f"a finite number of seconds >= {MIN_HANG_TIMEOUT_S:g}",
             ),
         ]
         checks += [

@@ -179,6 +179,8 @@ def train_setup(
         check_run_dir(run_dir, force)
     if serial and config.workers != 1:
         raise BadInput(f"workers: {config.workers} is not allowed with --serial; expected 1")
+    if config.backend == "local" and not serial:
+        _check_machine(config.workers)
     if config.backend == "ray":
         _check_ray(config, serial)
     if config.tensorboard:
@@ -221,6 +223,15 @@ def _fresh_config(
     if config.frame_stack > 1 or config.env_kwargs != kwargs:  # the model is built for these spaces
         info = inspect_env(env_id, frame_stack=config.frame_stack, env_kwargs=config.env_kwargs)
     return config, info, skipped, from_preset
+
+
+def _check_machine(workers: int) -> None:
+    """BadInput when this machine cannot hold ``workers`` worker processes (file descriptors, memory)."""
+    from a3c.core.limits import max_local_workers
+
+    most, why = max_local_workers()
+    if workers > most:
+        raise BadInput(f"workers: {workers} is not allowed on this machine; expected at most {most} ({why})")
 
 
 def _check_ray(config: Config, serial: bool) -> None:

@@ -120,6 +120,12 @@ def test_defaults_validate():
         ("eval_episodes", 0),
         ("eval_interval_steps", 0),
         ("metrics_interval_steps", -5),
+        ("workers", 1025),
+        ("envs_per_worker", 1025),
+        ("eval_episodes", 1001),
+        ("confirm_episodes", 1001),
+        ("hang_timeout", 0.01),
+        ("hang_timeout", 4.9),
     ],
 )
 def test_validate_rejects_with_field_and_value(field, value):
