@@ -18,10 +18,12 @@ from a3c.core.errors import BadInput
 from a3c.rundir.lock import refuse_if_held
 from a3c.tools.bench.command import bench
 from a3c.tools.export import export_command
+from a3c.tools.run_commands import plot, runs
 from a3c.tools.tune import tune
 from a3c.tools.video import record_best, require_video, video_dir, video_flag, video_option
 from a3c.training.options import config_options, train_setup
 from envs import EnvSetupError
+from envs.modules import TRUST_FLAG, TRUST_HELP
 
 BAD_INPUT = (BadInput, EnvSetupError)
 
@@ -87,6 +89,7 @@ def cli() -> None:
     "--serial", is_flag=True, help="One worker in this process, no child processes (debugging, tests)."
 )
 @click.option("--quiet", is_flag=True, help="No live progress display.")
+@click.option(TRUST_FLAG, "trust_env_module", is_flag=True, help=TRUST_HELP)
 @video_flag
 def train(
     env_id: str | None,
@@ -157,15 +160,17 @@ def train(
 @click.option("--episodes", type=int, default=10, help="Greedy episodes to play.")
 @click.option("--seed", type=int, default=12345, help="Seed of the evaluation episodes.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
+@click.option(TRUST_FLAG, "trust_env_module", is_flag=True, help=TRUST_HELP)
 @video_option
-def evaluate(target: Path, episodes: int, seed: int, as_json: bool, video: Path | None) -> None:
+def evaluate(target: Path, episodes: int, seed: int, as_json: bool, **flags: Any) -> None:
     """Play greedy episodes with a checkpoint (a run dir: its checkpoints/best.pt) and report the return."""
     from a3c.rundir.checkpoints import load_policy
     from a3c.tools.evaluate import check_episodes_and_seed, evaluate_policy
 
     check_episodes_and_seed(episodes, seed)
+    video = flags["video"]
     folder = None if video is None else video_dir(video)  # the extra and the folder, before any work
-    saved = load_policy(target)
+    saved = load_policy(target, flags["trust_env_module"])
     result = evaluate_policy(saved, episodes, seed, folder)
     path, config, videos = saved.path, saved.config, result.get("videos", [])
     if as_json:
@@ -202,59 +207,6 @@ def envs(as_json: bool) -> None:
         click.echo(f"{p.env_id:<28} {target:>8}  {extra:<8} {installed}")
 
 
-def _analysis():
-    """a3c.tools.analysis, or BadInput naming the extra to install."""
-    try:
-        import a3c.tools.analysis as analysis
-    except ImportError as exc:
-        raise BadInput(f"{exc.name} is not installed; pip install 'a3c[analysis]'") from None
-    return analysis
-
-
-@cli.command()
-@click.argument("directory", type=click.Path(path_type=Path), default=Path("runs"), required=False)
-def runs(directory: Path) -> None:
-    """The runs under DIRECTORY (default runs/): env, seed, start, steps, wall, best eval, solved."""
-    analysis = _analysis()
-    try:
-        table = analysis.runs_table(analysis.load_runs(directory))
-    except FileNotFoundError:
-        raise BadInput(
-            f"DIRECTORY: no run directories (with a config.json) under {str(directory)!r}"
-        ) from None
-    click.echo(table.to_string(index=False))
-
-
-@cli.command()
-@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="RUN_OR_DIR...")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path),
-    required=True,
-    help="Image to write (.png, .pdf, .svg).",
-)
-@click.option(
-    "--x", "x_axis", type=click.Choice(["steps", "time"]), default="steps", help="The x axis of the curves."
-)
-def plot(sources: tuple[Path, ...], output: Path, x_axis: str) -> None:
-    """Learning curves (eval mean with a 95% CI band across seeds, smoothed training returns), throughput and
-    policy lag of one or more runs, as one figure."""
-    analysis = _analysis()
-    if output.suffix.lower() not in (".png", ".pdf", ".svg"):
-        raise BadInput(f"--output: {str(output)!r} is not allowed; expected a .png, .pdf or .svg file")
-    if not output.parent.is_dir():
-        raise BadInput(f"--output: the folder {str(output.parent)!r} does not exist")
-    try:
-        loaded = analysis.load_runs(list(sources))
-    except FileNotFoundError:
-        raise BadInput(
-            f"RUN_OR_DIR: no run directories (with a config.json) in {[str(s) for s in sources]}"
-        ) from None
-    path = analysis.plot_runs(loaded, output, x=x_axis)
-    click.echo(f"wrote {path} ({len(loaded.paths)} runs)")
-
-
 @cli.command("config-keys")
 def config_keys() -> None:
     """List every config field that --set accepts, with its default and help."""
@@ -271,6 +223,8 @@ def config_keys() -> None:
         click.echo(f"{f.name:<16} {default!s:<10} {f.metadata.get('help', '')}")
 
 
+cli.add_command(runs)  # a3c runs and a3c plot: in a3c.tools.run_commands
+cli.add_command(plot)
 cli.add_command(bench)  # a3c bench: its options live in a3c.tools.bench.command
 cli.add_command(tune)  # a3c tune: its options and logic live in a3c.tools.tune
 cli.add_command(export_command)  # a3c export: its logic lives in a3c.tools.export

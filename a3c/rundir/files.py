@@ -6,6 +6,7 @@ Everything whole-file is written to a temp file and renamed into place, so nothi
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import platform
@@ -101,35 +102,72 @@ def write_json(path: Path, obj: Any) -> None:
     atomic_write(path, lambda f: f.write((json.dumps(obj, indent=2, default=str) + "\n").encode()))
 
 
-def run_metadata() -> dict[str, Any]:
-    """Versions, git commit (when available) and the command line, for config.json."""
+# Recorded beside python, torch, gymnasium, numpy and a3c: the extras that change what a run or a tool does
+# (envs, backend, peer, tuner, export) and the command's own dependencies. Distribution names.
+OPTIONAL_PACKAGES = (
+    "ale-py", "opencv-python-headless", "mujoco", "box2d", "ray", "stable-baselines3", "optuna", "onnx",
+    "onnxruntime", "click", "tqdm",
+)  # fmt: skip
+
+
+def package_versions() -> dict[str, str | None]:
+    """The versions of python, torch, gymnasium, numpy, a3c and every OPTIONAL_PACKAGES distribution, by
+    name; None for one that is not installed, so every record has the same keys. The optional ones are read
+    from the installed metadata (importlib.metadata), never imported: ray or onnx take seconds to import."""
     import gymnasium
     import numpy
 
     from a3c import __version__
 
+    versions: dict[str, str | None] = {
+        "python": platform.python_version(),
+        "torch": str(torch.__version__),
+        "gymnasium": gymnasium.__version__,
+        "numpy": numpy.__version__,
+        "a3c": __version__,
+    }
+    for name in OPTIONAL_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+SOURCE_DIR = Path(__file__).parent  # where git looks for the tree that holds the package
+
+
+def _git(*args: str) -> str | None:
+    """The output of ``git ARGS`` in the package's source tree; None when git fails (not a git tree, no git,
+    over 5 s). ``--no-optional-locks``: never takes the index lock that a user's git command may want."""
     try:
-        commit = (
-            subprocess.run(
-                ["git", "rev-parse", "HEAD"],
-                cwd=Path(__file__).parent,
-                capture_output=True,
-                text=True,
-                timeout=5,
-            ).stdout.strip()
-            or None
+        proc = subprocess.run(
+            ["git", "--no-optional-locks", *args],
+            cwd=SOURCE_DIR,
+            capture_output=True,
+            text=True,
+            timeout=5,
         )
     except (OSError, subprocess.SubprocessError):
-        commit = None
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def git_state() -> dict[str, Any]:
+    """``git_commit``: HEAD of the git tree that holds the package's source; ``git_dirty``: whether that
+    tree has changes not committed (``git status --porcelain``: untracked files count, ignored ones do not).
+    Both None outside a git tree (an installed wheel)."""
+    commit = (_git("rev-parse", "HEAD") or "").strip() or None
+    status = _git("status", "--porcelain") if commit else None
+    return {"git_commit": commit, "git_dirty": None if status is None else bool(status.strip())}
+
+
+def run_metadata() -> dict[str, Any]:
+    """Versions (``package_versions``), git commit and dirty flag (``git_state``) and the command line, for
+    config.json."""
     return {
-        "versions": {
-            "python": platform.python_version(),
-            "torch": str(torch.__version__),
-            "gymnasium": gymnasium.__version__,
-            "numpy": numpy.__version__,
-            "a3c": __version__,
-        },
-        "git_commit": commit,
+        "versions": package_versions(),
+        **git_state(),
         "command": list(sys.argv),
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

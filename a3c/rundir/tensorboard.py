@@ -2,11 +2,18 @@
 
 charts/…  returns, lengths, throughput, learning rate; losses/…  loss terms, gradient norm, explained
 variance; async/…  policy lag. The x axis is always global_step.
+
+The run's config.json goes in as well, into the same event file (no extra run folder, unlike
+SummaryWriter.add_hparams): its hyperparameters in the HPARAMS tab (``hparams``; the metric column is
+charts/eval_mean_return), and the whole file, versions and command line included, as a table in the TEXT tab
+(tag ``config``).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from a3c.core.errors import BadInput
 from a3c.core.records import EpisodeRecord, EvalRecord, MetricsRecord
@@ -25,6 +32,32 @@ METRIC_TAGS = {
     "policy_lag_max": "async/policy_lag_max",
 }
 EVAL_TAGS = {"mean_return": "charts/eval_mean_return", "std_return": "charts/eval_std_return"}
+# config.json's keys that are records of the run, not hyperparameters: in the TEXT tab only.
+NOT_HPARAMS = ("versions", "command", "started_at", "resumes")
+
+
+def hparams(config: dict[str, Any]) -> dict[str, str | int | float]:
+    """The HPARAMS tab's values of a config.json: numbers and strings as they are, booleans as true/false,
+    lists as comma-separated text (hidden_sizes 64,64), dicts as JSON; None and NOT_HPARAMS left out."""
+    values: dict[str, str | int | float] = {}
+    for key, value in config.items():
+        if key in NOT_HPARAMS or value is None:
+            continue
+        if isinstance(value, bool):
+            value = str(value).lower()
+        elif isinstance(value, list | tuple):
+            value = ",".join(map(str, value))
+        elif isinstance(value, dict):
+            value = json.dumps(value, sort_keys=True)
+        values[key] = value
+    return values
+
+
+def config_table(config: dict[str, Any]) -> str:
+    """config.json as a markdown table for the TEXT tab: key | value (text as is, the rest as JSON)."""
+    cells = {key: value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
+    rows = [f"| {key} | {cell.replace('|', '&#124;')} |" for key, cell in cells.items()]
+    return "\n".join(["| key | value |", "| --- | --- |", *rows])
 
 
 def check_available() -> None:
@@ -44,6 +77,19 @@ class TensorBoardLog:
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"), flush_secs=5, purge_step=purge_step)
+        self._write_config(run_dir / "config.json")
+
+    def _write_config(self, path: Path) -> None:
+        """config.json (the trainer writes it before this log opens) as hparams and as text, if any."""
+        from torch.utils.tensorboard.summary import hparams as hparams_summaries
+
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return
+        for summary in hparams_summaries(hparams(config), {EVAL_TAGS["mean_return"]: None}):
+            self.writer.file_writer.add_summary(summary)
+        self.writer.add_text("config", config_table(config))
 
     def write(self, record) -> None:
         """Add the scalars of an EpisodeRecord, MetricsRecord or EvalRecord at its global_step; others are

@@ -13,12 +13,17 @@ from __future__ import annotations
 import glob
 import json
 import os
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from a3c.core.errors import BadInput
 
 TABLES = ("eval", "episodes", "metrics")
 
@@ -37,6 +42,7 @@ class Runs:
 def _metadata(path: Path, config: dict[str, Any]) -> dict[str, Any]:
     scalars = {k: v for k, v in config.items() if isinstance(v, str | int | float | bool) or v is None}
     scalars["hidden_sizes"] = ",".join(map(str, config.get("hidden_sizes", [])))
+    scalars["env_kwargs"] = json.dumps(config.get("env_kwargs", {}), sort_keys=True)  # one column, comparable
     return {
         "run": str(path),
         **{k: scalars[k] for k in sorted(scalars) if k not in ("command", "started_at")},
@@ -151,7 +157,7 @@ def aggregate(
     """
     rng = np.random.default_rng(seed)
     frames = []
-    for keys, group in table.groupby(list(by)):
+    for keys, group in table.groupby(list(by), dropna=False):  # a None value is a group too
         curves = [g.sort_values(x) for _, g in group.groupby("run") if len(g)]
         if not curves:
             continue
@@ -176,9 +182,65 @@ def aggregate(
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def plot_runs(runs: Runs, out: str | Path, x: str = "steps", smooth: int = 20) -> Path:
+# Metadata columns that tell runs of one config apart without changing what it learns: a seed's curves are
+# merged, and these never split them (bookkeeping, budgets, checkpointing, failure handling).
+RUN_SPECIFIC = (
+    "run", "seed", "git_commit", "git_dirty", "resumes", "max_steps", "max_seconds", "tensorboard",
+    "checkpoint_interval", "keep_checkpoints", "max_restarts", "hang_timeout", "ray_address",
+)  # fmt: skip
+
+
+def metadata_keys(runs: Runs) -> list[str]:
+    """The metadata columns of ``runs`` (run, env_id, seed and every scalar config value): what
+    ``--group-by`` accepts."""
+    return [c for c in runs.runs.columns if c != "started_at" and not c.startswith("summary_")]
+
+
+def differing_keys(runs: Runs) -> list[str]:
+    """The config keys (not RUN_SPECIFIC, not env_id) whose value is not the same in every run."""
+    ignored = (*RUN_SPECIFIC, "env_id")
+    return [k for k in metadata_keys(runs) if k not in ignored and runs.runs[k].astype(str).nunique() > 1]
+
+
+def curve_keys(runs: Runs, group_by: str | None = None) -> tuple[str, ...]:
+    """The columns whose values make one eval curve: env_id and ``group_by``; without it env_id and every
+    key in which the runs differ (a curve never averages over two configs). BadInput for an unknown key."""
+    if group_by is None:
+        return ("env_id", *differing_keys(runs))
+    if group_by not in metadata_keys(runs):
+        raise BadInput(
+            f"--group-by: {group_by!r} is not a key of these runs' config; "
+            f"expected one of {', '.join(metadata_keys(runs))}"
+        )
+    return tuple(dict.fromkeys(("env_id", group_by)))
+
+
+def _curve_label(keys: tuple[str, ...], values: tuple, envs: int) -> str:
+    """``env`` alone, else ``key=value, …``, led by the env when the figure has several."""
+    parts = [f"{k}={v}" for k, v in zip(keys[1:], values[1:], strict=True)]
+    return ", ".join([str(values[0])] * (envs > 1 or not parts) + parts)
+
+
+def plot_runs(
+    runs: Runs,
+    out: str | Path,
+    x: str = "steps",
+    smooth: int = 20,
+    group_by: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Path:
     """A 2×2 figure: eval mean with a 95% CI band across seeds, smoothed training returns, throughput and
-    policy lag; saved to ``out`` (PNG, PDF or SVG by extension)."""
+    policy lag; saved to ``out`` (PNG, PDF or SVG by extension).
+
+    The eval panel has one curve per env and value of ``group_by`` (a metadata column, e.g. ``lr``; legend
+    ``lr=0.001``); without it, one per env, split further by every config key in which the runs differ
+    (``curve_keys``), with a ``warning:`` line naming those keys to ``log`` (default: stderr)."""
+    keys = curve_keys(runs, group_by)
+    if group_by is None and len(keys) > 1:
+        (log or partial(print, file=sys.stderr))(
+            f"warning: the runs differ in {', '.join(keys[1:])}: one curve per combination; "
+            "--group-by KEY draws one per value of KEY"
+        )
     import matplotlib
 
     matplotlib.use("Agg")
@@ -188,10 +250,11 @@ def plot_runs(runs: Runs, out: str | Path, x: str = "steps", smooth: int = 20) -
     label = {"steps": "env steps", "time": "wall time (s)"}[x]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), constrained_layout=True)
     ax = axes[0, 0]
-    curve = aggregate(runs.eval, x=column, y="mean_return") if len(runs.eval) else pd.DataFrame()
-    for env, group in curve.groupby("env_id") if len(curve) else []:
+    curve = aggregate(runs.eval, x=column, y="mean_return", by=keys) if len(runs.eval) else pd.DataFrame()
+    envs = runs.runs["env_id"].nunique()
+    for values, group in curve.groupby(list(keys), dropna=False, sort=False) if len(curve) else []:
         n = int(group["n_runs"].iloc[0])
-        ax.plot(group[column], group["mean"], label=f"{env} (n={n})")
+        ax.plot(group[column], group["mean"], label=f"{_curve_label(keys, values, envs)} (n={n})")
         ax.fill_between(group[column], group["ci_low"], group["ci_high"], alpha=0.25)
     ax.set(title="Evaluation: mean return, 95% bootstrap CI over runs", xlabel=label, ylabel="return")
     ax = axes[0, 1]

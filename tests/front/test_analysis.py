@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from a3c.tools.analysis import aggregate, load_runs, runs_table
-from tests.helpers import ROOT, run_a3c
+from tests.helpers import ROOT, require_extra, run_a3c
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
@@ -81,6 +81,34 @@ def test_tensorboard_event_files_have_the_stable_tags(tmp_path):
     }
     assert expected <= tags, expected - tags
     assert len(accumulator.Scalars("charts/episodic_return")) > 10
+
+
+def test_tensorboard_gets_the_config_as_hparams_and_text_in_the_runs_own_folder(tmp_path):
+    require_extra("tensorboard", "tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+
+    from a3c.rundir.tensorboard import TensorBoardLog
+
+    config = json.loads((ROOT / "tests" / "fixtures" / "old_run" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    TensorBoardLog(tmp_path).close()
+    assert [p.is_file() for p in (tmp_path / "tensorboard").iterdir()] == [True]  # one event file, no subrun
+    accumulator = EventAccumulator(str(tmp_path / "tensorboard"))
+    accumulator.Reload()
+    content = accumulator.PluginTagToContent("hparams")
+    start = HParamsPluginData.FromString(content["_hparams_/session_start_info"]).session_start_info
+    values = {k: v.WhichOneof("kind") and getattr(v, v.WhichOneof("kind")) for k, v in start.hparams.items()}
+    assert values["env_id"] == "CartPole-v1" and values["lr"] == 0.001 and values["seed"] == 3
+    assert values["hidden_sizes"] == "64,64" and values["obs_norm"] == "false"
+    left_out = {"max_seconds", "versions", "command", "started_at"}  # None, or records of the run
+    assert not left_out & set(values)
+    experiment = HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+    assert [m.name.tag for m in experiment.metric_infos] == ["charts/eval_mean_return"]
+    (text,) = accumulator.Tensors("config/text_summary")
+    table = text.tensor_proto.string_val[0].decode()
+    assert "| env_id | CartPole-v1 |" in table and "| lr | 0.001 |" in table
+    assert '| versions | {"python": "3.11.7"' in table and "| command | [" in table  # the whole file
 
 
 @pytest.mark.slow

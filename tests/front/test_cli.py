@@ -34,7 +34,7 @@ def bad(capsys, *args: str) -> str:
     [
         (["--env", "CartPol-v1"], ["--env", "'CartPol-v1'", "CartPole-v1"]),
         (["--env", "tests.envs.space_envs:TextObs-v0"], ["not supported yet", "Text("]),
-        (["--env", "CartPole-v1", "--workers", "0"], ["workers", "0", ">= 1"]),
+        (["--env", "CartPole-v1", "--workers", "0"], ["workers", "0", "[1, 1024]"]),
         (["--env", "CartPole-v1", "--set", "lr=0"], ["lr", "0", "> 0"]),
         (["--env", "CartPole-v1", "--set", "lr=-1e-3"], ["lr", "-0.001"]),
         (["--env", "CartPole-v1", "--set", "gamma=1.5"], ["gamma", "1.5", "(0, 1]"]),
@@ -168,6 +168,7 @@ NO_DEFAULT |= {"config_file": "", "env_kwargs": ""}  # --config FILE.toml, --env
 # Config fields whose default is None: what that means, as the help must say it.
 NONE_MEANS = {"max_steps": "no limit", "max_seconds": "no limit", "target_return": "reward_threshold"}
 NONE_MEANS["video"] = "no videos"  # a3c evaluate --video DIR
+NONE_MEANS["group_by"] = "one per env and config"  # a3c plot --group-by KEY
 NONE_MEANS |= {"storage": "study.db", "study_dir": "runs/tune/<env-id>", "space_items": "docs/tune.md"}
 NONE_MEANS["fmt"] = "onnx"  # a3c export --format: from the output's suffix, else onnx
 NONE_MEANS |= {"seeds": "5; races: 3", "peer": "zoo; default with --suite", "env_ids": "CartPole bench"}

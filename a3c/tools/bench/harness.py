@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from a3c.rundir.files import git_state, package_versions
 from a3c.tools.bench.plan import CLASSIC_T_MAX, ENV_ID, RAY_START_S, TARGET, WARMUP_S, BenchPlan
 from a3c.tools.bench.report import fmt, markdown, summarize
 
@@ -176,6 +177,8 @@ def run_bench(
             "python": platform.python_version(),
             "platform": platform.platform(),
         },
+        "versions": package_versions(),
+        **git_state(),  # git_commit, git_dirty: the code that was measured
     }
     with tempfile.TemporaryDirectory(prefix="a3c-bench-") as tmp:
         work = Path(tmp)

@@ -196,7 +196,9 @@ def run_race(
     plan: RacePlan, out_dir: Path, work: Path, log: Callable[[str], None] = _stderr
 ) -> dict[str, Any]:
     """Race every env of ``plan``; write ``out_dir/race-<time>.json`` as it goes and return the results."""
-    results: dict[str, Any] = {**asdict(plan), "envs": {}}
+    from a3c.rundir.files import git_state, package_versions
+
+    results: dict[str, Any] = {**asdict(plan), "versions": package_versions(), **git_state(), "envs": {}}
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"race-{time.strftime('%Y%m%d-%H%M%S')}.json"
     for env_id in plan.env_ids:

@@ -229,7 +229,7 @@ def run_server_load(plan: LoadPlan, out_dir: Path, log=print) -> dict[str, Any]:
     ``out_dir/server-load-<model>-<time>.json`` and return the results (with the markdown and the path)."""
     import ray
 
-    from a3c.rundir.files import write_json
+    from a3c.rundir.files import git_state, package_versions, write_json
     from a3c.runtime.context import ONE_THREAD
 
     config, spaces = _model_config(plan.model, 1)
@@ -240,6 +240,8 @@ def run_server_load(plan: LoadPlan, out_dir: Path, log=print) -> dict[str, Any]:
         "params": _param_count(config, spaces),
         "plan": asdict(plan),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__},
+        "versions": package_versions(),
+        **git_state(),
         "load_before": os.getloadavg(),
         "points": [],
     }

@@ -1,0 +1,69 @@
+"""``a3c runs`` and ``a3c plot``: the runs under a folder as a table, and their curves as one figure (extra
+``analysis``, loaded when a command runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from a3c.core.errors import BadInput
+
+
+def _analysis():
+    """a3c.tools.analysis, or BadInput naming the extra to install."""
+    try:
+        import a3c.tools.analysis as analysis
+    except ImportError as exc:
+        raise BadInput(f"{exc.name} is not installed; pip install 'a3c[analysis]'") from None
+    return analysis
+
+
+@click.command()
+@click.argument("directory", type=click.Path(path_type=Path), default=Path("runs"), required=False)
+def runs(directory: Path) -> None:
+    """The runs under DIRECTORY (default runs/): env, seed, start, steps, wall, best eval, solved."""
+    analysis = _analysis()
+    try:
+        table = analysis.runs_table(analysis.load_runs(directory))
+    except FileNotFoundError:
+        raise BadInput(
+            f"DIRECTORY: no run directories (with a config.json) under {str(directory)!r}"
+        ) from None
+    click.echo(table.to_string(index=False))
+
+
+@click.command()
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="RUN_OR_DIR...")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Image to write (.png, .pdf, .svg).",
+)
+@click.option(
+    "--x", "x_axis", type=click.Choice(["steps", "time"]), default="steps", help="The x axis of the curves."
+)
+@click.option(
+    "--group-by",
+    default=None,
+    metavar="KEY",
+    help="One eval curve per value of this config key, e.g. lr.  [default: none: one per env and config]",
+)
+def plot(sources: tuple[Path, ...], output: Path, x_axis: str, group_by: str | None) -> None:
+    """Learning curves (eval mean with a 95% CI band across seeds, smoothed training returns), throughput and
+    policy lag of one or more runs, as one figure."""
+    analysis = _analysis()
+    if output.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise BadInput(f"--output: {str(output)!r} is not allowed; expected a .png, .pdf or .svg file")
+    if not output.parent.is_dir():
+        raise BadInput(f"--output: the folder {str(output.parent)!r} does not exist")
+    try:
+        loaded = analysis.load_runs(list(sources))
+    except FileNotFoundError:
+        raise BadInput(
+            f"RUN_OR_DIR: no run directories (with a config.json) in {[str(s) for s in sources]}"
+        ) from None
+    path = analysis.plot_runs(loaded, output, x=x_axis, group_by=group_by)
+    click.echo(f"wrote {path} ({len(loaded.paths)} runs)")
