@@ -90,9 +90,10 @@ class Policy:
         return f"Policy({self.saved.config.env_id!r}, {str(self.saved.path)!r})"
 
 
-def load(path: str | Path) -> Policy:
+def load(path: str | Path, *, trust_env_module: bool = False) -> Policy:
     """The policy of a checkpoint, or of a run dir (its checkpoints/best.pt); a missing, broken or foreign
-    file is BadInput with the message ``a3c evaluate`` prints."""
+    file is BadInput with the message ``a3c evaluate`` prints. ``trust_env_module``: import the module of
+    the saved env id even from the current directory (``--trust-env-module``)."""
     from a3c.rundir.checkpoints import load_policy
 
-    return Policy(load_policy(Path(path)))
+    return Policy(load_policy(Path(path), trust_env_module))

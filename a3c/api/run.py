@@ -118,12 +118,19 @@ def train(
     return _train(env_id, options, config, {**where, "serial": serial}, progress)
 
 
-def resume(run_dir: str | Path, *, serial: bool = False, progress: bool = False, **config: Any) -> Run:
+def resume(
+    run_dir: str | Path,
+    *,
+    serial: bool = False,
+    progress: bool = False,
+    trust_env_module: bool = False,
+    **config: Any,
+) -> Run:
     """Continue ``run_dir`` from its checkpoints/last.pt, as ``a3c train --resume`` does (counters, CSVs and
     wall time continue); ``config`` values override the saved ones, except the env and the model's shape.
-    Raises as ``train``."""
+    ``trust_env_module``: ``--trust-env-module``. Raises as ``train``."""
     where = {"run_dir": None, "force": False, "resume": Path(run_dir), "serial": serial}
-    return _train(None, {}, config, where, progress)
+    return _train(None, {"trust_env_module": trust_env_module}, config, where, progress)
 
 
 def _train(

@@ -21,6 +21,7 @@ from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
 from a3c.rundir.files import atomic_write
 from envs import inspect_env
+from envs.modules import check_env_module
 
 
 @dataclass(frozen=True)
@@ -39,14 +40,21 @@ class SavedPolicy:
         return play_policy(self.model, self.config, episodes, seed, self.obs_stats)
 
 
-def load_policy(target: Path) -> SavedPolicy:
-    """The policy of a checkpoint (a run dir means its best.pt), rebuilt with the config saved in it and
-    checked against its env's spaces. Bad files are BadInput."""
+def load_policy(target: Path, trust_env_module: bool = False) -> SavedPolicy:
+    """The policy of a checkpoint (a run dir means its best.pt), rebuilt with the config saved in it. A
+    checkpoint is data from anywhere: its config is validated like a command line's, and its env made and its
+    spaces checked before any model is built; an env id whose module would come from the current directory
+    is refused unless ``trust_env_module`` (``envs.modules``). Bad files are BadInput."""
     path = resolve_checkpoint(target)
     data = load_checkpoint(path)
+    config, spaces = saved_config(data, path)
+    check_env_module(config.env_id, trust_env_module, f"checkpoint {str(path)!r}")
+    info = inspect_env(config.env_id, frame_stack=config.frame_stack, env_kwargs=config.env_kwargs)
+    if info.spaces != spaces:
+        raise BadInput(
+            f"checkpoint: {str(path)!r} was trained for spaces {spaces}; {config.env_id} has {info.spaces}"
+        )
     try:
-        config = Config.from_dict(data["config"])
-        spaces = Spaces.of_checkpoint(data)
         model = build_model(config, spaces)
         model.load_state_dict(data["model_state"])
         obs_stats = None
@@ -57,12 +65,24 @@ def load_policy(target: Path) -> SavedPolicy:
         raise BadInput(
             f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})"
         ) from None
-    info = inspect_env(config.env_id, frame_stack=config.frame_stack, env_kwargs=config.env_kwargs)
-    if info.spaces != spaces:
-        raise BadInput(
-            f"checkpoint: {str(path)!r} was trained for spaces {spaces}; {config.env_id} has {info.spaces}"
-        )
     return SavedPolicy(path, config, model.eval(), obs_stats, spaces)
+
+
+def saved_config(data: dict[str, Any], path: Path) -> tuple[Config, Spaces]:
+    """A checkpoint's config, validated like a command line's, and the spaces its model was built for; a
+    config this a3c refuses or a missing part is BadInput naming the file."""
+    try:
+        config = Config.from_dict(data["config"]).validate()
+    except BadInput as exc:
+        raise BadInput(f"checkpoint: {str(path)!r} has a config this a3c refuses ({exc})") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise BadInput(f"checkpoint: {str(path)!r} has no readable config ({str(exc)[:160]})") from None
+    try:
+        return config, Spaces.of_checkpoint(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BadInput(
+            f"checkpoint: {str(path)!r} does not say which spaces its model was built for"
+        ) from exc
 
 
 def saved_best(path: Path) -> tuple[float, float | None, int]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import click
 
 from a3c.core.errors import BadInput
+from envs.modules import TRUST_FLAG, TRUST_HELP
 
 if TYPE_CHECKING:  # torch and the checkpoint code load only when a command runs: `a3c --help` stays quick
     import torch
@@ -153,9 +154,12 @@ def torchscript_bytes(module: nn.Module, inputs: tuple[torch.Tensor, ...], props
     return buffer.getvalue()
 
 
-def export_policy(target: Path, output: Path, fmt: str | None = None) -> Exported:
+def export_policy(
+    target: Path, output: Path, fmt: str | None = None, trust_env_module: bool = False
+) -> Exported:
     """Write the greedy policy of ``target`` (a checkpoint, or a run dir: its best.pt) to ``output`` in
-    ``fmt`` (None: from the suffix, see ``output_format``), atomically. Bad input is BadInput."""
+    ``fmt`` (None: from the suffix, see ``output_format``), atomically. Bad input is BadInput.
+    ``trust_env_module``: as ``load_policy``'s."""
     fmt = output_format(output, fmt)
     if fmt not in FORMATS:
         raise BadInput(f"--format: {fmt!r} is not allowed; expected one of {', '.join(FORMATS)}")
@@ -171,7 +175,7 @@ def export_policy(target: Path, output: Path, fmt: str | None = None) -> Exporte
     from a3c.rundir.checkpoints import load_checkpoint, load_policy
     from a3c.rundir.files import atomic_write
 
-    saved = load_policy(target)
+    saved = load_policy(target, trust_env_module)
     if output.resolve() == saved.path.resolve():
         raise BadInput(f"--output: {str(output)!r} is the checkpoint itself; choose another file")
     spaces = Spaces.of_checkpoint(load_checkpoint(saved.path))  # load_policy checked them against the env
@@ -209,9 +213,10 @@ def export_policy(target: Path, output: Path, fmt: str | None = None) -> Exporte
     help="onnx (onnxruntime; extra `export`) or torchscript (torch.jit.load).  "
     "[default: torchscript for a .pt, .pth or .ts output, else onnx]",
 )
-def export_command(target: Path, output: Path, fmt: str | None) -> None:
+@click.option(TRUST_FLAG, "trust_env_module", is_flag=True, help=TRUST_HELP)
+def export_command(target: Path, output: Path, fmt: str | None, trust_env_module: bool) -> None:
     """Write a checkpoint's greedy policy (a run dir: its checkpoints/best.pt) as one file that runs without
     a3c: observation normalisation, network and action mapping. See docs/export.md."""
-    result = export_policy(target, output, fmt)
+    result = export_policy(target, output, fmt, trust_env_module)
     io_text = "; ".join(f"{name} {kind}" for name, kind in result.signature.items())
     click.echo(f"wrote {result.path} ({result.format}: {io_text}) from {result.checkpoint}")

@@ -150,6 +150,7 @@ def train_setup(
         raise BadInput(f"--workers: {workers} is not allowed with --serial; expected 1")
     parsed = parse_values(overrides) if isinstance(overrides, dict) else parse_set(overrides)
     options = dict(options)
+    trust = bool(options.pop("trust_env_module", False))
     env_id, from_file = _config_file(options.pop("config_file", None), env_id, resume)
     kwargs = {**from_file.get("env_kwargs", {}), **(options.get("env_kwargs") or {})}
     kwargs = check_env_kwargs({**kwargs, **parsed.get("env_kwargs", {})})
@@ -164,7 +165,7 @@ def train_setup(
             raise BadInput("--resume: RUN_DIR is the run dir; --run-dir and --force are not allowed with it")
         if not use_preset:
             raise BadInput("--no-preset: not allowed with --resume (the run's saved config is used)")
-        config, info, checkpoint = resume_config(resume, env_id, options, {**from_file, **parsed})
+        config, info, checkpoint = resume_config(resume, env_id, options, {**from_file, **parsed}, trust)
         run_dir = resume
         auto = not serial and asked == AUTO
     elif env_id is None:
@@ -256,21 +257,22 @@ def _check_ray(config: Config, serial: bool) -> None:
 
 
 def resume_config(
-    run_dir: Path, env_id: str | None, options: dict[str, Any], overrides: dict[str, Any]
+    run_dir: Path, env_id: str | None, options: dict[str, Any], overrides: dict[str, Any], trust: bool = False
 ) -> tuple[Config, EnvInfo, dict[str, Any]]:
     """The config, env and checkpoint of a resume; anything that does not fit is BadInput (exit 2).
 
-    The saved config, then the options given (None: not given), then ``--set``; env and model shape may
-    not change.
+    The saved config (validated), then the options given (None: not given), then ``--set``; env and model
+    shape may not change. ``trust``: ``--trust-env-module`` (``envs.modules``).
     """
     import json
 
-    from a3c.core.spaces import Spaces
+    from a3c.rundir.checkpoints import saved_config
     from a3c.rundir.resume import check_compatible, check_logs, load_resume_checkpoint
     from envs import inspect_env
+    from envs.modules import check_env_module
 
     checkpoint = load_resume_checkpoint(run_dir)
-    saved = Config.from_dict(checkpoint["config"])
+    saved, saved_spaces = saved_config(checkpoint, run_dir / "checkpoints" / "last.pt")
     try:
         recorded_env = json.loads((run_dir / "config.json").read_text()).get("env_id")
     except (OSError, ValueError, AttributeError):
@@ -282,13 +284,8 @@ def resume_config(
         )
     if env_id is not None and env_id != saved.env_id:
         raise BadInput(f"--env: {env_id!r} does not match the resumed run's env {saved.env_id!r}")
+    check_env_module(saved.env_id, trust, f"--resume: {str(run_dir)!r}")
     info = inspect_env(saved.env_id, frame_stack=saved.frame_stack, env_kwargs=saved.env_kwargs)
-    try:
-        saved_spaces = Spaces.of_checkpoint(checkpoint)
-    except (KeyError, TypeError, ValueError):
-        raise BadInput(
-            "--resume: checkpoints/last.pt does not say which spaces its model was built for"
-        ) from None
     if info.spaces != saved_spaces:
         raise BadInput(f"--resume: the checkpoint's model does not fit {saved.env_id}'s spaces")
     values = {**saved.to_dict(), **{k: v for k, v in options.items() if v is not None}, **overrides}

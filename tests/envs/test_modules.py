@@ -1,0 +1,94 @@
+"""A checkpoint is data: the module of its env id (``pkg.mod:Name-v0``) is not imported from the current
+directory unless the user says so (``--trust-env-module``), in ``a3c evaluate``, ``a3c export`` and
+``--resume``; an installed module, or one on PYTHONPATH, is imported as before."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from envs import EnvSetupError
+from envs.modules import check_env_module, from_current_directory
+from tests.helpers import a3c_env
+
+EVIL = """
+from pathlib import Path
+
+import gymnasium
+
+Path("imported.marker").write_text("imported")
+gymnasium.register(
+    "Evil-v0", entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv", max_episode_steps=50
+)
+"""
+
+
+@pytest.fixture
+def in_folder(tmp_path, monkeypatch):
+    """The current directory is ``tmp_path`` and first on sys.path, as under ``python -m``."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path[1:]])
+    return tmp_path
+
+
+def test_a_module_only_in_the_current_directory_is_refused_unless_trusted(in_folder):
+    (in_folder / "evil_envs.py").write_text(EVIL)
+    assert from_current_directory("evil_envs.sub")
+    with pytest.raises(
+        EnvSetupError, match=r"^checkpoint x: its env 'evil_envs:Evil-v0' would import module"
+    ):
+        check_env_module("evil_envs:Evil-v0", trusted=False, source="checkpoint x")
+    check_env_module("evil_envs:Evil-v0", trusted=True, source="checkpoint x")
+    check_env_module("CartPole-v1", trusted=False, source="checkpoint x")  # no module: nothing to import
+    assert not (in_folder / "imported.marker").exists()
+
+
+def test_a_file_that_shadows_an_installed_module_is_refused(in_folder):
+    (in_folder / "colorsys.py").write_text("")  # the standard library's colorsys, not yet imported here
+    sys.modules.pop("colorsys", None)
+    assert from_current_directory("colorsys")
+
+
+def test_an_installed_or_already_imported_module_or_one_on_pythonpath_is_fine(in_folder, monkeypatch):
+    assert not from_current_directory("tests.testing_envs")  # found through PYTHONPATH (the repo), not cwd
+    (in_folder / "json.py").write_text("")
+    assert not from_current_directory("json")  # already imported: importing it again takes that one
+    (in_folder / "mine.py").write_text("")
+    monkeypatch.setattr(sys, "path", [str(in_folder), str(in_folder), *sys.path[1:]])  # PYTHONPATH=. too
+    assert not from_current_directory("mine")
+
+
+@pytest.mark.slow
+def test_evaluate_export_and_resume_ask_before_importing_a_checkpoints_module(tmp_path):
+    (tmp_path / "evil_envs.py").write_text(EVIL)
+
+    def a3c(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "a3c", *args],
+            cwd=tmp_path,
+            env=a3c_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    # Typed on the command line, the module is the user's choice: it is imported.
+    done = a3c(
+        "train", "--env", "evil_envs:Evil-v0", "--serial", "--max-steps", "300", "--quiet", "--run-dir", "run"
+    )
+    assert done.returncode == 0, done.stderr
+    (tmp_path / "imported.marker").unlink()
+    for command in (
+        ["evaluate", "run"],
+        ["export", "run", "-o", "p.pt"],
+        ["train", "--resume", "run", "--serial"],
+    ):
+        refused = a3c(*command)
+        assert refused.returncode == 2, (command, refused.stderr)
+        assert refused.stderr.startswith("error: ") and "--trust-env-module" in refused.stderr
+        assert len(refused.stderr.splitlines()) == 1 and not (tmp_path / "imported.marker").exists()
+    trusted = a3c("evaluate", "run", "--episodes", "2", "--trust-env-module")
+    assert trusted.returncode == 0, trusted.stderr
+    assert (tmp_path / "imported.marker").exists()
