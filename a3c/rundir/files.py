@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from a3c.core.errors import BadInput
-from a3c.rundir.lock import refuse_if_held
+from a3c.rundir.lock import LOCK_NAME, lock_run_dir, refuse_if_held, unlock
 
 
 def default_run_dir(env_id: str, seed: int, root: Path = Path("runs")) -> Path:
@@ -56,8 +56,8 @@ def _is_earlier_run(path: Path) -> bool:
 
 def check_run_dir(path: Path, force: bool) -> None:
     """Refuse a run dir that exists and is not empty, unless ``force`` and it holds an earlier a3c run."""
-    if not path.exists() or (path.is_dir() and not any(path.iterdir())):
-        return
+    if not path.exists() or (path.is_dir() and all(p.name == LOCK_NAME for p in path.iterdir())):
+        return  # nothing there, or only the lock file of a run killed before it wrote anything
     if not force:
         raise BadInput(
             f"--run-dir: {str(path)!r} already exists; pass --force to replace it, or choose another"
@@ -69,16 +69,37 @@ def check_run_dir(path: Path, force: bool) -> None:
     refuse_if_held(path, "--force")  # never delete a run that is still writing
 
 
-def create_run_dir(path: Path, force: bool) -> Path:
-    """Make ``path`` and ``path/checkpoints`` (replacing an earlier run there only when ``force``)."""
+def create_run_dir(path: Path, force: bool) -> tuple[Path, int]:
+    """Claim ``path`` for a new run and return it with its lock (``a3c.rundir.lock``; close it to release).
+
+    The claim is atomic: the folder is made (or found empty), locked, and only then checked again, so of
+    two commands that pick one run dir at once the second is refused, never sharing it. With ``force`` an
+    earlier run there is replaced (its files deleted under our lock; the lock file stays, its inode being
+    the lock). Anything else is BadInput."""
     check_run_dir(path, force)
     try:
-        if force and path.exists():
-            shutil.rmtree(path)
-        (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+        path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BadInput(f"--run-dir: {str(path)!r} cannot be created ({exc.strerror or exc})") from None
-    return path
+    fd = lock_run_dir(path, "--force" if force else "--run-dir")
+    try:
+        found = [p for p in path.iterdir() if p.name != LOCK_NAME]
+        if found and not force:  # another command claimed it between our check and our lock
+            raise BadInput(f"--run-dir: {str(path)!r} was just taken by another run; choose another")
+        if found and not _is_earlier_run(path):
+            raise BadInput(
+                f"--run-dir: {str(path)!r} exists and is not an a3c run directory; --force only replaces runs"
+            )
+        for entry in found:
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        (path / "checkpoints").mkdir()
+    except OSError as exc:
+        unlock(fd)
+        raise BadInput(f"--run-dir: {str(path)!r} cannot be created ({exc.strerror or exc})") from None
+    except BaseException:
+        unlock(fd)
+        raise
+    return path, fd
 
 
 def atomic_write(path: Path, write) -> None:

@@ -98,6 +98,7 @@ def tune(
     storage = storage or f"sqlite:///{study_dir / 'study.db'}"
     for bound in (min, max):  # each range's ends make valid runs (env, serial, extras): before anything
         trial_setup(run, {p.name: bound(bounds(p)) for p in space.values()}, study_dir / "trial-check")
+    lock_study(study_dir)
     study = open_study(optuna, run, storage, study_dir)
     code = run_study(study, space, run, study_dir, trials)
     click.echo(trials_table(study))
@@ -106,6 +107,18 @@ def tune(
         best = best_trial(study)
         click.echo(f"best: trial {best.number}, value {best.value:.2f} -> {path}")
     sys.exit(code)
+
+
+def lock_study(study_dir: Path) -> int:
+    """Take the study dir's lock (``a3c.rundir.lock``) for the rest of this process, so that one a3c tune
+    runs per study: a second gets one line naming the first's PID (exit 2) before it touches the study."""
+    from a3c.rundir.lock import lock_run_dir
+
+    try:
+        study_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BadInput(f"--study-dir: {str(study_dir)!r} cannot be created ({exc.strerror or exc})") from None
+    return lock_run_dir(study_dir, "--study-dir")  # released by the kernel when this process ends
 
 
 def bounds(param: Param) -> tuple[Any, ...]:

@@ -75,8 +75,7 @@ class Trainer:
         self.obs_stats, self.reward_stats, self.stop = state.obs_stats, state.reward_stats, state.stop
         self.resume_index = 0 if resume is None else int(resume.get("resumes", 0)) + 1
         wall_before = 0.0 if resume is None else float(resume["wall_time"])
-        self.run_dir = create_run_dir(run_dir, force) if resume is None else run_dir
-        self.lock: int | None = lock_run_dir(self.run_dir, "--run-dir" if resume is None else "--resume")
+        self.run_dir, self.lock = claim(run_dir, force, resume is not None)
         episodes_kept = 0 if resume is None else trim_logs(run_dir, resume)
         self.metadata = run_metadata()  # once: its git call would start a process at every checkpoint
         metadata = {**config.to_dict(), "serial": serial, **self.metadata, "resumes": self.resume_index}
@@ -255,6 +254,11 @@ def exit_status(reason: StopReason, errors: list[ErrorRecord], signum: int | Non
     if reason == StopReason.FAILED:
         return EXIT_CODES[reason], f"failed: {errors[0].source}" if errors else "failed"
     return EXIT_CODES[reason], reason.name.lower()
+
+
+def claim(run_dir: Path, force: bool, resumed: bool) -> tuple[Path, int | None]:
+    """The run dir and its lock: a new one claimed (``create_run_dir``), or a resumed one locked."""
+    return (run_dir, lock_run_dir(run_dir, "--resume")) if resumed else create_run_dir(run_dir, force)
 
 
 def start_backend(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import tomllib
@@ -287,3 +288,20 @@ def test_the_best_trial_solved_soonest_else_has_the_highest_value():
     assert lines[2].split() == ["1", "COMPLETE", "450.00", "-", "lr=0.002"]
     assert lines[5].split() == ["4*", "COMPLETE", "499.50", "3.5", "lr=0.005"]
     assert lines[6].split() == ["5", "FAIL", "-", "-"]
+
+
+def test_a_second_tune_on_a_live_study_is_one_line_naming_the_holder(tmp_path, capsys):
+    require_extra("optuna", "tune")
+    from a3c.tools.tune import lock_study
+
+    study = tmp_path / "study"
+    fd = lock_study(study)  # the first a3c tune, still running
+    try:
+        args = ["--env", "CartPole-v1", "--trials", "1", "--trial-seconds", "1", "--study-dir", str(study)]
+        line = bad(capsys, "tune", *args, "--serial")
+    finally:
+        os.close(fd)
+    assert line == f"error: --study-dir: {str(study)!r} is in use by a running a3c (PID {os.getpid()}); " + (
+        "wait for it to end or stop it, then run this again"
+    )
+    assert sorted(p.name for p in study.iterdir()) == [".a3c.lock"]  # no study.db: nothing touched
