@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from a3c.core.errors import BadInput
+from a3c.core.secrets import mask_secrets
 from a3c.rundir.lock import LOCK_NAME, lock_run_dir, refuse_if_held, unlock
 
 
@@ -102,16 +103,30 @@ def create_run_dir(path: Path, force: bool) -> tuple[Path, int]:
     return path, fd
 
 
+def current_umask() -> int:
+    """This process's umask, read without changing it (/proc/self/status) where Linux says it."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: read by setting it, and put it back at once
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, write) -> None:
     """Replace ``path`` atomically: ``write(f)`` fills a temporary file beside it (fsynced, mode 0644),
-    which is then renamed over ``path``; readers see the old file or the whole new one."""
+    which is then renamed over ``path``; readers see the old file or the whole new one. Its mode is what
+    ``open()`` would give under the user's umask."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a run's files are meant to be read by others
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes 0600: the user's umask decides, as for open()
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -189,6 +204,6 @@ def run_metadata() -> dict[str, Any]:
     return {
         "versions": package_versions(),
         **git_state(),
-        "command": list(sys.argv),
+        "command": [mask_secrets(arg) for arg in sys.argv],  # e.g. a3c tune's --storage URL
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import click
 
 from a3c.core.errors import BadInput
+from a3c.core.secrets import mask_secrets
 from a3c.tools.tune_report import STUDY_NAME, best_trial, trials_table, write_best_preset
 from a3c.tools.tune_space import Param, TrialSpec, parse_space
 
@@ -147,12 +148,14 @@ def open_study(optuna: Any, run: TrialSpec, storage: str, study_dir: Path) -> An
             study_name=STUDY_NAME, storage=storage, direction="maximize", pruner=pruner, load_if_exists=True
         )
     except Exception as exc:  # a bad URL, a missing driver, a file that is not a database
-        raise BadInput(f"--storage: {storage!r} cannot be opened ({type(exc).__name__}: {exc})") from None
+        why = f"{storage!r} cannot be opened ({type(exc).__name__}: {exc})"
+        raise BadInput(f"--storage: {mask_secrets(why)}") from None
     recorded = study.user_attrs.get("env_id")
     if recorded is None:
         study.set_user_attr("env_id", run.env_id)
     elif recorded != run.env_id:
-        raise BadInput(f"--env: {run.env_id!r} does not match the study's env {recorded!r} in {storage}")
+        where = mask_secrets(storage)
+        raise BadInput(f"--env: {run.env_id!r} does not match the study's env {recorded!r} in {where}")
     # One a3c tune per study at a time: a trial still RUNNING now was left by a killed one.
     for stale in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         study.tell(stale.number, state=optuna.trial.TrialState.FAIL)

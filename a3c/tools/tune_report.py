@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from a3c.core.secrets import mask_secrets
 from a3c.tools.tune_space import TrialSpec
 
 STUDY_NAME = "a3c-tune"  # one study per storage: its study dir says which env and search it is
@@ -76,7 +77,7 @@ def write_best_preset(study: Any, run: TrialSpec, storage: str, study_dir: Path)
     solved = "did not reach the target" if solve_s is None else f"reached the target in {solve_s:.1f} s"
     header = [
         f"# {run.env_id} preset written by `a3c tune` on {time.strftime('%Y-%m-%d %H:%M')}:",
-        f"# the best trial of study {STUDY_NAME!r} in {storage}",
+        f"# the best trial of study {STUDY_NAME!r} in {mask_secrets(storage)}",
         f"# (of {complete} complete trials: the soonest to the target, else the highest value).",
         f"# Trial {best.number} ({best.user_attrs.get('run_dir', '?')}) {solved}; value {best.value:.2f},",
         f"# its final greedy evaluation's mean return within {run.trial_seconds:g} s (seed {run.seed}).",

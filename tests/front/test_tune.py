@@ -240,11 +240,12 @@ def test_best_preset_is_the_env_preset_with_the_best_values(tmp_path, monkeypatc
             optuna.trial.create_trial(params={"lr": lr}, distributions=dist, value=value, user_attrs=attrs)
         )
     run = TrialSpec("CartPole-v1", trial_seconds=5.0, seed=0, serial=True)
-    path = write_best_preset(study, run, "sqlite:///x.db", tmp_path)
+    path = write_best_preset(study, run, "postgresql://ann:hunter2@db/optuna", tmp_path)
     text = path.read_text()
     assert path == tmp_path / "best-preset.toml"
     assert text.startswith("# CartPole-v1 preset written by `a3c tune`") and "value 300.00" in text
-    assert "Trial 1 (trial-001) did not reach the target" in text and "sqlite:///x.db" in text
+    assert "Trial 1 (trial-001) did not reach the target" in text and "postgresql://ann:***@db/optuna" in text
+    assert "hunter2" not in text  # the storage's password
     assert "envs/presets/CartPole-v1.toml" in text
     assert tomllib.loads(text) == {**load_preset("CartPole-v1"), "lr": 2.5e-3}
     assert f"a3c train --env CartPole-v1 --config {path}" in text
