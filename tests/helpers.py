@@ -101,10 +101,11 @@ def run_serial_fixed_length(run_dir: Path, max_steps: int, token: str = "") -> s
     return run_a3c(*args.split(), "--quiet", "--run-dir", str(run_dir), timeout=120, token=token)
 
 
-def popen_a3c(*args: str, token: str = "") -> subprocess.Popen:
-    """Start ``python -m a3c ARGS`` in its own session (so a test can signal it like a terminal would)."""
+def popen_a3c(*args: str, token: str = "", prefix: tuple[str, ...] = ()) -> subprocess.Popen:
+    """Start ``python -m a3c ARGS`` in its own session (so a test can signal it like a terminal would);
+    ``prefix``: a command that runs it (e.g. ``timeout``)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "a3c", *args],
+        [*prefix, sys.executable, "-m", "a3c", *args],
         cwd=ROOT,
         env=a3c_env(token),
         stdout=subprocess.PIPE,

@@ -19,6 +19,7 @@ from tests.helpers import (
     data_rows,
     end,
     left_behind,
+    popen_a3c,
     read_json,
     run_a3c,
     run_serial_fixed_length,
@@ -173,6 +174,35 @@ def test_signal_stops_the_run_and_leaves_no_child(run_dir, token, signum, to_gro
     # A signal is a stop: a child that ends on it is not a crash, and nothing is restarted.
     assert summary["restarts"] == 0 and "restart" not in err and "crashed" not in err, err
     assert (run_dir / "checkpoints" / "last.pt").is_file()
+
+
+@pytest.mark.slow
+def test_timeout_s_term_is_a_stop_and_the_run_resumes(run_dir, token):
+    # `timeout -s TERM` (as Slurm and container runtimes do) sends SIGTERM to its whole process group: the
+    # trainer, every child and the forkserver at once. Here timeout's own clock is a cap; the test sends
+    # timeout a SIGTERM once the run trains, which it relays to the group as at its deadline.
+    args = "train --env CartPole-v1 --workers 2 --max-seconds 600 --quiet --target-return 1e9"
+    prefix = ("timeout", "--preserve-status", "-s", "TERM", "600")
+    proc = popen_a3c(*args.split(), "--run-dir", str(run_dir), token=token, prefix=prefix)
+    try:
+        wait_until(proc, lambda: data_rows(run_dir / "episodes.csv") >= 20, timeout=120)
+        wait_until(proc, lambda: len(spawned_children(proc.pid)) == 3, timeout=30)  # under timeout's process
+        children = spawned_children(proc.pid)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 143
+        err = proc.stderr.read()
+    finally:
+        end(proc)
+    assert not alive(children) and not left_behind(token)
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] == "SIGTERM" and summary["restarts"] == 0, err
+    assert "restart" not in err and "crashed" not in err, err
+    steps = summary["total_steps"]
+    resumed = run_a3c(
+        "train", "--resume", str(run_dir), "--max-steps", str(steps + 2000), "--quiet", token=token
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert read_json(run_dir / "summary.json")["total_steps"] >= steps + 2000
 
 
 @pytest.mark.slow
