@@ -1,10 +1,14 @@
-# Two commands on a fresh machine: `make train ENV=CartPole-v1` and `make test` create .venv when missing
-# (or when setup.cfg / pyproject.toml / constraints.txt changed) and install the project into it.
+# Two commands on a fresh machine: `make train ENV=CartPole-v1` and `make test` create .venv when missing and
+# install into it what they need, again when setup.cfg / pyproject.toml / constraints.txt changed. Each install
+# set has its own stamp, .venv/.installed-<set>: `core` (pip install -e . -c constraints.txt) or one extra of
+# setup.cfg (pip install -e '.[<extra>]', the core included) for train and evaluate; `dev` (every extra and the
+# test tools) for test, lint and bench. A fresh dev stamp stands for every set: train then installs nothing.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+INPUTS := setup.cfg pyproject.toml constraints.txt
+DEV_STAMP := $(VENV)/.installed-dev
 
 ENV ?= CartPole-v1
 SEED ?= 0
@@ -12,57 +16,100 @@ WORKERS ?=
 RUN ?=
 ARGS ?=
 
-.PHONY: train evaluate test test-fast test-learning lint clean install notebook bench bench-suite bench-atari
+# The extra of setup.cfg an env id needs, as envs/presets.py's env_extra says (tests/test_makefile.py checks
+# that they agree): atari for ALE/<Game>-v5 and the legacy <Game>NoFrameskip-v4 / <Game>Deterministic-v4 ids;
+# mujoco and box2d by the env's name, any version; nothing (the core only) for the rest.
+MUJOCO_ENVS := Ant HalfCheetah Hopper Humanoid HumanoidStandup InvertedDoublePendulum InvertedPendulum Pusher \
+	Reacher Swimmer Walker2d
+BOX2D_ENVS := BipedalWalker BipedalWalkerHardcore CarRacing LunarLander LunarLanderContinuous
+env_name = $(firstword $(subst -v, ,$(1)))
+legacy_atari = $(if $(findstring /,$(1))$(findstring :,$(1)),,$(filter %NoFrameskip-v4 %Deterministic-v4,$(1)))
+env_extra = $(strip $(if $(filter ALE/%,$(1))$(call legacy_atari,$(1)),atari, \
+	$(if $(filter $(MUJOCO_ENVS),$(call env_name,$(1))),mujoco, \
+	$(if $(filter $(BOX2D_ENVS),$(call env_name,$(1))),box2d))))
 
-install: $(STAMP)
+# evaluate takes the env from the run's config.json (RUN: a run dir or a checkpoint under it), unless ENV= is
+# given; without either, the core. Read with the system python, only when evaluate is asked for. A missing RUN
+# stops make before anything is installed.
+ifneq ($(filter evaluate,$(MAKECMDGOALS)),)
+$(if $(RUN),,$(error RUN: missing; usage: make evaluate RUN=runs/<env>/<run> [ARGS=...]))
+ifeq ($(filter command line environment,$(origin ENV)),)
+ENV := $(shell $(PYTHON) -c 'import json, pathlib, sys; p = pathlib.Path(sys.argv[1]).resolve(); \
+	c = [d / "config.json" for d in (p, *p.parents)[:3] if (d / "config.json").is_file()]; \
+	print(json.loads(c[0].read_text()).get("env_id", "") if c else "")' '$(RUN)' 2>/dev/null)
+endif
+endif
 
-$(STAMP): setup.cfg pyproject.toml constraints.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[dev]' -c constraints.txt
-	@touch $(STAMP)
+# EXTRA: what train and evaluate install besides the core; the env's extra unless given (e.g.
+# EXTRA=atari,video for --video on Pong). Empty: the core only.
+EXTRA ?= $(call env_extra,$(ENV))
+# The dev stamp when it is fresh (as make would judge it), else the stamp of the core plus EXTRA.
+DEV_FRESH := $(shell test -f $(DEV_STAMP) $(foreach f,$(INPUTS),&& ! test $(f) -nt $(DEV_STAMP)) && echo yes)
+RUN_STAMP := $(if $(DEV_FRESH),$(DEV_STAMP),$(VENV)/.installed-$(or $(strip $(EXTRA)),core))
 
-train: $(STAMP)
+.PHONY: train evaluate test test-fast test-learning test-faults lint clean install notebook bench bench-suite bench-atari
+
+# Everything (dev), as CI installs it.
+install: $(DEV_STAMP)
+
+# One install set: `core` is the project alone, any other name the extra(s) of setup.cfg with it.
+$(VENV)/.installed-%: $(INPUTS) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.$(if $(filter core,$*),,[$*])' -c constraints.txt
+	@touch $@
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# Train on ENV with the core and ENV's extra installed.
+train: $(RUN_STAMP)
 	$(BIN)/a3c train --env $(ENV) --seed $(SEED) $(if $(WORKERS),--workers $(WORKERS)) $(ARGS)
 
-evaluate: $(STAMP)
-	@test -n "$(RUN)" || { echo "error: RUN: missing; usage: make evaluate RUN=runs/<env>/<run> [ARGS=...]" >&2; exit 2; }
+# Evaluate a run (RUN=) with the core and its env's extra installed (see above: config.json or ENV=).
+evaluate: $(RUN_STAMP)
 	$(BIN)/a3c evaluate $(RUN) $(ARGS)
 
 # As CI runs it (.ci/run): every extra installed, so a test of one that is missing fails instead of skipping;
 # TEST_WORKERS pytest processes side by side (pytest-xdist, a test module's tests in one of them); the 25
 # slowest tests listed at the end.
 TEST_WORKERS ?= 3
-test: $(STAMP)
+test: $(DEV_STAMP)
 	A3C_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
-test-fast: $(STAMP)
+test-fast: $(DEV_STAMP)
 	$(BIN)/python -m pytest -m "not slow"
 
 # Multi-process learning curves (Hogwild, Ray) against the clock, each over seeds, with a pass rate per check
 # (docs/testing.md: when to run it). CI does not run it.
-test-learning: $(STAMP)
+test-learning: $(DEV_STAMP)
 	A3C_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest tests/learning --learning -p no:cacheprovider
+
+# Fault injection: 20 rounds that kill the trainer, a worker or the whole process group at a random moment of
+# a run, a resume or a tune study, then check that the run dir loads, resumes and keeps its CSVs in order, and
+# that nothing is left running (tests/fault_injection.py; about 5 minutes on 2 cores). CI does not run it.
+FAULT_ROUNDS ?= 20
+test-faults: $(DEV_STAMP)
+	$(BIN)/python -m tests.fault_injection --rounds $(FAULT_ROUNDS) --out runs/faults/$$(date +%Y%m%d-%H%M%S)
 
 # Ours vs Stable-Baselines3 A2C on CartPole-v1 (about 10 minutes on 2 cores): a markdown table on stdout,
 # JSON under bench/results/. The dev install already holds the `bench` extra (stable-baselines3).
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(BIN)/a3c bench $(ARGS)
 
 # Races (a3c bench --env/--suite): ours against SB3 A2C with the same wall-clock budget per run, 3 seeds.
 # The suite: seven envs, ours without presets against SB3's defaults, 5 minutes a run (about 3.5 hours).
-bench-suite: $(STAMP)
+bench-suite: $(DEV_STAMP)
 	$(BIN)/a3c bench --suite $(ARGS)
 
 # Pong from pixels against SB3 A2C's zoo Atari settings, 30 minutes a run (3 hours).
-bench-atari: $(STAMP)
+bench-atari: $(DEV_STAMP)
 	$(BIN)/a3c bench --env ALE/Pong-v5 --budget 1800 $(ARGS)
 
-notebook: $(STAMP)
+notebook: $(DEV_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[notebooks]' -c constraints.txt
 	$(BIN)/jupyter lab notebooks/
 
 # ruff (style, complexity, argument counts, docstrings) and the layer contract in .importlinter.
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(BIN)/ruff check a3c envs tests
 	$(BIN)/ruff format --check a3c envs tests
 	$(BIN)/lint-imports

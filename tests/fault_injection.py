@@ -1,0 +1,190 @@
+"""Fault injection: kill the trainer, a worker or a whole process group at a random moment of a training
+run, a resume or a tune study, many times over; after each, the run dir must load, resume and keep its CSVs
+in order, and nothing may be left running.
+
+    python -m tests.fault_injection --rounds 20 --seed 0 --out runs/faults     # make test-faults
+
+The moment is an event, not a clock: the kill comes once episodes.csv holds a random number of rows (and,
+on a resume, once it has grown past what the resume started with). Each round prints one line; the last
+line counts the rounds whose checks all held, and the exit code is 0 only when every round passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.helpers import (
+    data_rows,
+    end,
+    left_behind,
+    popen_a3c,
+    read_json,
+    run_a3c,
+    spawned_children,
+    wait_until,
+)
+
+TRAIN = "train --env CartPole-v1 --workers 2 --target-return 1e9 --quiet --set checkpoint_interval=0.5"
+TUNE = "tune --env CartPole-v1 --trials 2 --trial-seconds 6 --seed 0"
+KINDS = ("trainer", "worker", "group-kill", "group-term")
+STAGES = ("train", "resume", "tune")
+
+
+def kill(proc: subprocess.Popen, kind: str, rng: random.Random) -> str:
+    """Kill as ``kind`` says: SIGKILL the trainer alone, SIGKILL one worker, or signal the whole group."""
+    if kind == "trainer":
+        os.kill(proc.pid, signal.SIGKILL)
+        return "SIGKILL trainer"
+    if kind == "worker":
+        workers = sorted(p for p in spawned_children(proc.pid) if _name(p).startswith("a3c-worker"))
+        victim = rng.choice(workers)
+        os.kill(victim, signal.SIGKILL)
+        return f"SIGKILL {_name(victim)}"
+    signum = signal.SIGKILL if kind == "group-kill" else signal.SIGTERM
+    os.killpg(proc.pid, signum)
+    return f"{signum.name} group"
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def csv_problems(run_dir: Path) -> list[str]:
+    """What is wrong with the run's CSVs: global_step or wall_time going back (episodes, evaluations; a
+    worker's rows in metrics), a repeated evaluation or metrics row."""
+    problems = []
+    for name in ("episodes.csv", "eval.csv"):
+        path = run_dir / name
+        if not path.exists():
+            continue
+        rows = list(csv.DictReader(path.open()))
+        keys = [(float(r["wall_time"]), int(r["global_step"])) for r in rows]
+        if any(b[0] < a[0] or b[1] < a[1] for a, b in zip(keys, keys[1:], strict=False)):
+            problems.append(f"{name}: wall_time or global_step goes back")
+        if name == "eval.csv" and len(set(keys)) != len(keys):
+            problems.append(f"{name}: a repeated row")
+    if (run_dir / "metrics.csv").exists():
+        rows = list(csv.reader((run_dir / "metrics.csv").open()))[1:]
+        if len({tuple(r) for r in rows}) != len(rows):
+            problems.append("metrics.csv: a repeated row")
+        last: dict[str, int] = {}
+        for row in rows:
+            step = int(row[1])
+            if step < last.get(row[2], -1):
+                problems.append(f"metrics.csv: worker {row[2]}'s global_step goes back")
+                break
+            last[row[2]] = step
+    return problems
+
+
+def check_run(run_dir: Path, token: str) -> list[str]:
+    """The run dir loads (a3c evaluate), resumes for 2,000 more steps, and keeps its CSVs in order."""
+    problems = csv_problems(run_dir)
+    if not (run_dir / "checkpoints" / "last.pt").exists():
+        return [*problems, "no last.pt"]
+    evaluated = run_a3c("evaluate", str(run_dir), "--episodes", "2", timeout=120, token=token)
+    if evaluated.returncode != 0:
+        problems.append(f"evaluate exit {evaluated.returncode}: {evaluated.stderr.strip()[-200:]}")
+    target = _last_step(run_dir) + 2000
+    resume = ["train", "--resume", str(run_dir), "--max-steps", str(target), "--max-seconds", "100000"]
+    resumed = run_a3c(*resume, "--quiet", token=token)
+    if resumed.returncode != 0:
+        problems.append(f"resume exit {resumed.returncode}: {resumed.stderr.strip()[-200:]}")
+    elif read_json(run_dir / "summary.json")["total_steps"] < target:
+        problems.append("resume stopped short of its step budget")
+    return problems + [p for p in csv_problems(run_dir) if p not in problems]
+
+
+def _last_step(run_dir: Path) -> int:
+    rows = (
+        list(csv.DictReader((run_dir / "episodes.csv").open())) if (run_dir / "episodes.csv").exists() else []
+    )
+    return int(rows[-1]["global_step"]) if rows else 0
+
+
+def one_round(
+    index: int, stage: str, kind: str, rows: int, out: Path, rng: random.Random
+) -> tuple[bool, str]:
+    """Run one stage, kill it as ``kind`` says once episodes.csv has ``rows`` more rows, check the result."""
+    token = f"a3c-faults-{os.getpid()}-{index}"
+    run_dir = out / f"round-{index:02d}"
+    watched = run_dir
+    if stage == "tune":
+        args, watched = f"{TUNE} --study-dir {run_dir}".split(), run_dir / "trial-000"
+    elif stage == "resume":
+        first = run_a3c(*TRAIN.split(), "--max-steps", "4000", "--run-dir", str(run_dir), token=token)
+        if first.returncode != 0:
+            return False, f"the run to resume failed: {first.stderr.strip()[-200:]}"
+        args = ["train", "--resume", str(run_dir), "--max-steps", "10000000", "--quiet"]
+    else:
+        args = [*TRAIN.split(), "--max-steps", "10000000", "--run-dir", str(run_dir)]
+    start_rows = data_rows(watched / "episodes.csv")
+    proc = popen_a3c(*args, token=token)
+    try:
+        wait_until(proc, lambda: data_rows(watched / "episodes.csv") >= start_rows + rows, timeout=180)
+        if stage != "tune":  # a run killed before its first checkpoint has nothing to resume from
+            wait_until(proc, lambda: (run_dir / "checkpoints" / "last.pt").exists(), timeout=60)
+        wait_until(proc, lambda: len(spawned_children(proc.pid)) >= 3, timeout=60)
+        before = spawned_children(proc.pid)
+        what = kill(proc, kind, rng)
+        if kind == "worker":  # the run goes on: it restarts the worker, then a SIGTERM ends it cleanly
+            wait_until(proc, lambda: len(spawned_children(proc.pid) - before) >= 1, timeout=60)
+            os.kill(proc.pid, signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    finally:
+        end(proc)
+    left = left_behind(token, timeout=30.0)
+    problems = [f"left running: {sorted(left)}"] if left else []
+    if stage == "tune":
+        again = run_a3c(*args, timeout=600, token=token)
+        if again.returncode != 0:
+            problems.append(f"tune resume exit {again.returncode}: {again.stderr.strip()[-200:]}")
+        for trial in sorted(run_dir.glob("trial-*")):
+            problems += [f"{trial.name}: {p}" for p in csv_problems(trial)]
+        if (watched / "checkpoints" / "last.pt").exists():  # a trial saves at its end (or a SIGTERM)
+            problems += [f"{watched.name}: {p}" for p in check_run(watched, token)]
+    else:
+        problems += check_run(run_dir, token)
+    if left_behind(token, timeout=30.0):
+        problems.append("left running after the checks")
+    outcome = f"{stage:<6} {what:<24} after {rows:>3} rows: exit {code}; " + (
+        "ok" if not problems else "; ".join(problems)
+    )
+    return not problems, outcome
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``--rounds`` rounds (stage and kind cycle through every pair, the moment is random); 0 when every
+    round's checks held."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("runs") / "faults")
+    options = parser.parse_args(argv)
+    rng = random.Random(options.seed)
+    options.out.mkdir(parents=True, exist_ok=False)
+    pairs = [(stage, kind) for stage in STAGES for kind in KINDS]
+    passed = 0
+    started = time.monotonic()
+    for index in range(options.rounds):
+        stage, kind = pairs[index % len(pairs)]
+        ok, line = one_round(index, stage, kind, rng.randint(5, 200), options.out, rng)
+        passed += ok
+        print(f"{index:>2} {'PASS' if ok else 'FAIL'} {line}", flush=True)
+    print(f"{passed}/{options.rounds} rounds passed in {time.monotonic() - started:.0f} s", flush=True)
+    return 0 if passed == options.rounds else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
