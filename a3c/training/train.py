@@ -105,8 +105,8 @@ class Trainer:
             signal.signal(signal.SIGINT, self._on_signal)
             try:
                 self._loop()
-            except Exception:
-                self.monitor.errors.append(ErrorRecord("trainer", traceback.format_exc()))
+            except Exception as exc:
+                self.monitor.errors.append(error_record(exc))
             return self._finish()
         finally:
             for s, handler in old_handlers.items():
@@ -254,6 +254,12 @@ def exit_status(reason: StopReason, errors: list[ErrorRecord], signum: int | Non
     if reason == StopReason.FAILED:
         return EXIT_CODES[reason], f"failed: {errors[0].source}" if errors else "failed"
     return EXIT_CODES[reason], reason.name.lower()
+
+
+def error_record(exc: Exception) -> ErrorRecord:
+    """The run's error for an exception that ended its loop: a backend's one line (BackendFailed, e.g. a Ray
+    cluster that is not private) or the trainer's traceback (being handled now)."""
+    return exc.record() if isinstance(exc, BackendFailed) else ErrorRecord("trainer", traceback.format_exc())
 
 
 def claim(run_dir: Path, force: bool, resumed: bool) -> tuple[Path, int | None]:

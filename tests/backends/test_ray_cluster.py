@@ -8,20 +8,23 @@ the processes of a node. Every process of the test carries the ``token`` and is 
 
 from __future__ import annotations
 
+import http.server
 import ipaddress
 import json
-import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from a3c.backends.ray.listening import listening as listening_in
+from a3c.backends.ray.listening import socket_inodes
 from tests.helpers import (
     ROOT,
     a3c_env,
@@ -73,25 +76,15 @@ def listening_addresses(pids: set[int]) -> set[str]:
 
 
 def listening(pids: set[int]) -> set[tuple[str, int]]:
-    """(address, port) of each TCP socket in LISTEN state that ``pids`` hold (from /proc/net)."""
-    inodes = set()
-    for pid in pids:
-        try:
-            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
-        except OSError:
-            continue
-        inodes |= {link[8:-1] for link in links if link.startswith("socket:[")}
+    """(address, port) of each TCP socket in LISTEN state that ``pids`` hold (from /proc/net; the parser is
+    the run's own check's, tested on its own in tests/backends/test_ray_listening.py)."""
+    inodes = socket_inodes(pids)
     found = set()
     for table in ("tcp", "tcp6"):
-        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
-                continue
-            host, port = fields[1].split(":")
-            raw = bytes.fromhex(host)
-            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))  # little-endian words
-            ip = ipaddress.ip_address(raw)
-            found.add((str(getattr(ip, "ipv4_mapped", None) or ip), int(port, 16)))
+        for address in listening_in(Path(f"/proc/net/{table}").read_text(), inodes):
+            host, port = address.rsplit(":", 1)
+            ip = ipaddress.ip_address(host)
+            found.add((str(getattr(ip, "ipv4_mapped", None) or ip), int(port)))
     return found
 
 
@@ -222,6 +215,39 @@ def test_a_run_given_an_address_where_no_head_answers_fails_at_once(tmp_path, to
         "expected HOST:PORT of a head started with `ray start --head --port=PORT`, reachable from here"
     ]
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_given_an_address_where_something_else_answers_fails_at_once(tmp_path, token, ray_token):
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        address = f"127.0.0.1:{server.server_port}"  # a web server: the port is open, but it is not Ray
+        args = f"train --env CartPole-v1 --backend ray --ray-address {address} --max-seconds 30 --quiet"
+        result = run_a3c(*args.split(), "--run-dir", str(tmp_path / "run"), timeout=WAIT_CAP_S, token=token)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines() == [
+        f"error: --ray-address {address}: something answers there, but not a Ray head (no gRPC reply); "
+        "expected HOST:PORT of a head started with `ray start --head --port=PORT`, reachable from here"
+    ]
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_whose_own_cluster_has_token_auth_off_refuses_to_train(tmp_path, token, monkeypatch):
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    args = f"train --env CartPole-v1 --backend ray --workers 1 --max-seconds {CAP_S} --quiet"
+    result = run_a3c(*args.split(), "--run-dir", str(tmp_path / "run"), timeout=WAIT_CAP_S, token=token)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "the Ray cluster this run started has token authentication off (RAY_AUTH_MODE='disabled')" in (
+        result.stderr
+    )
+    assert read_json(tmp_path / "run" / "summary.json")["total_steps"] == 0  # no worker ever started
+    left = left_behind(token, timeout=RAY_SHUTDOWN_S)
+    assert not left, f"outlived the refused run: {describe(left)}"
 
 
 LABELS = ("head", "second", "third")  # each node's custom resource, which names it

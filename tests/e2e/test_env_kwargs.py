@@ -1,4 +1,5 @@
-"""``--env-kwarg`` end to end: LunarLander-v3 with ``continuous=true`` trains a Gaussian policy, and every
+"""``--config`` and ``--env-kwarg`` end to end: LunarLander-v3 named in a config file, with
+``continuous=true`` on the command line, trains a Gaussian policy, and every
 env of the run and of the commands after it (the evaluator, ``a3c evaluate``, ``a3c export``, a resume) is
 made with the same keyword arguments, read from the run's config."""
 
@@ -19,13 +20,13 @@ pytestmark = pytest.mark.slow
 
 def test_continuous_lunar_lander_trains_evaluates_exports_and_resumes_with_its_kwargs(tmp_path, token):
     require_extra("Box2D", "box2d")
-    run_dir = tmp_path / "run"
-    args = ["train", "--env", "LunarLander-v3", "--env-kwarg", "continuous=true", "--serial", "--quiet"]
-    done = run_a3c(
-        *args, "--max-steps", "3000", "--set", "eval_interval_steps=1500", "--run-dir", str(run_dir)
-    )
+    run_dir, config_file = tmp_path / "run", tmp_path / "my.toml"
+    config_file.write_text('env_id = "LunarLander-v3"\nt_max = 16\neval_interval_steps = 1500\n')
+    args = ["train", "--config", str(config_file), "--env-kwarg", "continuous=true", "--serial", "--quiet"]
+    done = run_a3c(*args, "--max-steps", "3000", "--run-dir", str(run_dir))
     assert done.returncode == 0, done.stderr
-    assert read_json(run_dir / "config.json")["env_kwargs"] == {"continuous": True}
+    config = read_json(run_dir / "config.json")
+    assert config["env_kwargs"] == {"continuous": True} and config["t_max"] == 16  # from the file
     saved = load_policy(run_dir / "checkpoints" / "last.pt")
     assert saved.config.env_kwargs == {"continuous": True}
     assert saved.spaces.continuous and saved.spaces.n_actions == 2  # a Gaussian over the two engines

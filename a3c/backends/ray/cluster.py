@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import ray
 import ray._private.services as ray_services
+from ray._private.authentication.authentication_utils import is_token_auth_enabled
 
+from a3c.backends.base import BackendFailed
+from a3c.backends.ray.listening import exposed_listeners
 from a3c.core.config import Config
 from a3c.runtime.context import ONE_THREAD
 
@@ -32,16 +34,23 @@ LOOPBACK_HOSTS = frozenset({LOOPBACK, "localhost", "::1"})
 # Ray retries a head that does not answer for over 10 minutes (20 tries, ~40 s each measured), so a wrong
 # --ray-address is caught first by opening a TCP connection under this limit.
 CONNECT_TIMEOUT_S = 10.0
+# A gRPC server (Ray's GCS) answers an HTTP/2 client preface and SETTINGS frame with its own SETTINGS frame.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+HTTP2_EMPTY_SETTINGS = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # length 0, type 4 (SETTINGS), flags 0, stream 0
+HTTP2_SETTINGS = 4
 
 
 @contextmanager
 def loopback_kept() -> Iterator[None]:
     """Within the block, Ray keeps a loopback host as given instead of swapping in the external address
-    (see the module docstring); a Ray without that hook is left alone (``connect`` then warns)."""
+    (see the module docstring). A Ray without that hook is not one this a3c supports: BackendFailed."""
     resolve = getattr(ray_services, "resolve_ip_for_localhost", None)
     if resolve is None:
-        yield
-        return
+        raise BackendFailed(
+            "ray",
+            f"Ray {ray.__version__} has no ray._private.services.resolve_ip_for_localhost, which keeps the "
+            "run's own cluster on loopback; this a3c supports Ray 2.60 (pip install -e '.[ray]')",
+        )
 
     def as_given(host: str) -> str:
         return host if host in LOOPBACK_HOSTS else resolve(host)
@@ -59,19 +68,38 @@ def node_addresses() -> set[str]:
 
 
 def check_reachable(address: str) -> None:
-    """Raise ConnectionError naming ``--ray-address`` unless HOST:PORT accepts a TCP connection within
-    CONNECT_TIMEOUT_S (``auto`` and ``ray://`` addresses are Ray's to resolve: not checked)."""
+    """Raise ConnectionError naming ``--ray-address`` unless HOST:PORT answers as a Ray head within
+    CONNECT_TIMEOUT_S: a TCP connection, and a gRPC (HTTP/2) server's SETTINGS frame in reply to the HTTP/2
+    client preface, as Ray's GCS gives (an SSH or web server, or a closed port, does not). ``auto`` and
+    ``ray://`` addresses are Ray's to resolve: not checked."""
     if address == "auto" or "://" in address:
         return
     host, _, port = address.rpartition(":")
+    expected = "expected HOST:PORT of a head started with `ray start --head --port=PORT`, reachable from here"
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
-            pass
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S) as sock:
+            sock.sendall(HTTP2_PREFACE + HTTP2_EMPTY_SETTINGS)
+            header = _read(sock, 9)
     except (OSError, ValueError) as exc:
         raise ConnectionError(
-            f"--ray-address {address}: no Ray head answers there ({exc}); expected HOST:PORT of a head "
-            "started with `ray start --head --port=PORT`, reachable from here"
+            f"--ray-address {address}: no Ray head answers there ({exc}); {expected}"
         ) from None
+    if len(header) < 9 or header[3] != HTTP2_SETTINGS:
+        raise ConnectionError(
+            f"--ray-address {address}: something answers there, but not a Ray head (no gRPC reply); "
+            + expected
+        )
+
+
+def _read(sock: socket.socket, size: int) -> bytes:
+    """Up to ``size`` bytes from ``sock`` (fewer when it closes first)."""
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def connect(config: Config) -> bool:
@@ -96,12 +124,29 @@ def connect(config: Config) -> bool:
             log_to_driver=True,
             runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor (runtime/context.py)
         )
-    exposed = node_addresses() - {LOOPBACK} if start else set()
-    if exposed:  # a Ray whose loopback handling differs from 2.60's: say so rather than fail the run
-        print(
-            f"warning: the Ray cluster this run started listens on {', '.join(sorted(exposed))}, "
-            f"not only {LOOPBACK}",
-            file=sys.stderr,
-            flush=True,
-        )
+    if start:
+        try:
+            check_private()
+        except BackendFailed:
+            ray.shutdown()  # the cluster it started goes with the refusal
+            raise
     return True
+
+
+def check_private() -> None:
+    """BackendFailed (the run stops, exit 1, one line) unless the cluster this process started is private:
+    token authentication on, every node advertising loopback, and no socket of this process tree listening
+    on another address (read from /proc, not taken from what the nodes say)."""
+    if not is_token_auth_enabled():
+        raise BackendFailed(
+            "ray",
+            "the Ray cluster this run started has token authentication off (RAY_AUTH_MODE="
+            f"{os.environ.get('RAY_AUTH_MODE', '')!r}); unset RAY_AUTH_MODE or set it to token",
+        )
+    advertised = sorted(node_addresses() - {LOOPBACK})
+    exposed = exposed_listeners()
+    if advertised or exposed:
+        where = ", ".join(exposed or advertised)
+        raise BackendFailed(
+            "ray", f"the Ray cluster this run started listens on {where}, not only {LOOPBACK}"
+        )
