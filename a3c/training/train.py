@@ -225,8 +225,7 @@ class Trainer:
         self._check_finite()
         exit_code, exit_reason = exit_status(self.stop.reason, self.monitor.errors, self.signal_received)
         if self.monitor.errors:
-            first = self.monitor.errors[0]
-            print(f"error: {first.source} failed:\n{first.traceback.rstrip()}", file=sys.stderr)
+            print(error_line(self.monitor.errors[0]), file=sys.stderr)
         if self.params_finite:
             try:
                 self._save_last()
@@ -260,6 +259,13 @@ def error_record(exc: Exception) -> ErrorRecord:
     """The run's error for an exception that ended its loop: a backend's one line (BackendFailed, e.g. a Ray
     cluster that is not private) or the trainer's traceback (being handled now)."""
     return exc.record() if isinstance(exc, BackendFailed) else ErrorRecord("trainer", traceback.format_exc())
+
+
+def error_line(error: ErrorRecord) -> str:
+    """What the run prints of its first error: ``error: SOURCE failed: REASON`` on one line for a one-line
+    reason (e.g. a Ray cluster that is not private), else the traceback below that line."""
+    text = error.traceback.rstrip()
+    return f"error: {error.source} failed:{chr(10) if chr(10) in text else ' '}{text}"
 
 
 def claim(run_dir: Path, force: bool, resumed: bool) -> tuple[Path, int | None]:

@@ -242,9 +242,11 @@ def test_a_run_whose_own_cluster_has_token_auth_off_refuses_to_train(tmp_path, t
     args = f"train --env CartPole-v1 --backend ray --workers 1 --max-seconds {CAP_S} --quiet"
     result = run_a3c(*args.split(), "--run-dir", str(tmp_path / "run"), timeout=WAIT_CAP_S, token=token)
     assert result.returncode == 1, result.stderr[-3000:]
-    assert "the Ray cluster this run started has token authentication off (RAY_AUTH_MODE='disabled')" in (
-        result.stderr
+    line = (
+        "error: ray failed: the Ray cluster this run started has token authentication off "
+        "(RAY_AUTH_MODE='disabled'); unset RAY_AUTH_MODE or set it to token"
     )
+    assert line in result.stderr.splitlines(), result.stderr[-3000:]  # one line says why
     assert read_json(tmp_path / "run" / "summary.json")["total_steps"] == 0  # no worker ever started
     left = left_behind(token, timeout=RAY_SHUTDOWN_S)
     assert not left, f"outlived the refused run: {describe(left)}"

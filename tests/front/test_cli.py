@@ -307,3 +307,45 @@ def test_envs_lists_presets_with_targets_and_extras():
     assert rows["Pendulum-v1"]["installed"] is True
     table = CliRunner().invoke(cli, ["envs"])
     assert table.exit_code == 0 and "ALE/Breakout-v5" in table.output and "installed" in table.output
+
+
+def test_a_checkpoints_config_is_validated_like_a_command_line(capsys, tmp_path):
+    # A checkpoint from elsewhere is data: a config value a command line would refuse is refused here too,
+    # naming the file and the field, before any env or model is made.
+    from a3c.core.spaces import Spaces
+    from a3c.rundir.checkpoints import save_checkpoint
+
+    config = Config(env_id="CartPole-v1").to_dict() | {"lr": -1.0}
+    save_checkpoint(tmp_path / "bad.pt", {"config": config, "spaces": Spaces((4,), 2).to_dict()})
+    line = bad(capsys, "evaluate", str(tmp_path / "bad.pt"))
+    assert line == (
+        f"error: checkpoint: {str(tmp_path / 'bad.pt')!r} has a config this a3c refuses (lr: -1.0 is not "
+        "allowed; expected a finite number > 0)"
+    )
+
+
+def test_a_checkpoints_spaces_are_checked_before_its_model_is_built(capsys, tmp_path):
+    # Spaces that do not fit the env and weights that fit neither: the spaces are named, not the weights.
+    from a3c.core.spaces import Spaces
+    from a3c.rundir.checkpoints import save_checkpoint
+
+    config = Config(env_id="CartPole-v1").to_dict()
+    weights = {"nonsense": torch.zeros(3)}
+    spaces = Spaces((7,), 2).to_dict()
+    save_checkpoint(tmp_path / "odd.pt", {"config": config, "spaces": spaces, "model_state": weights})
+    line = bad(capsys, "evaluate", str(tmp_path / "odd.pt"))
+    assert "was trained for spaces" in line and "CartPole-v1 has" in line, line
+
+
+def test_a_resume_with_a_foreign_csv_header_is_one_line(capsys, tmp_path):
+    from tests.helpers import run_serial_fixed_length
+
+    run = tmp_path / "run"
+    assert run_serial_fixed_length(run, 400).returncode == 0
+    (run / "episodes.csv").write_text("step,score\n1,2\n")
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    line = bad(capsys, "train", "--resume", str(run), "--serial")
+    assert line.startswith(
+        f"error: --resume: {str(run / 'episodes.csv')!r} has the columns ['step', 'score']"
+    )
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before  # nothing touched
