@@ -112,3 +112,5 @@ for name, entry_point in [
     ("Hanging-v0", HangingEnv),
 ]:
     gym.register(name, entry_point=entry_point, max_episode_steps=10)
+# Blind-v0 without a time limit: its episodes never end by themselves (greedy play must end them).
+gym.register("Endless-v0", entry_point=BlindEnv)

@@ -202,6 +202,13 @@ class Config:
             "by time); a seeded --serial run then writes the same rows on any machine"
         },
     )
+    eval_max_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "a greedy episode (evaluations, a3c evaluate, --video) ends after this many steps; none: "
+            "the env's time limit, else 10,000"
+        },
+    )
     eval_cpu_share: float = field(
         default=0.05,
         metadata={"help": "at most this share of the evaluator's time is spent evaluating, in (0, 1]"},
@@ -329,6 +336,11 @@ class Config:
                 "an integer >= 1, or none (a row about once a second)",
             ),
             ("eval_cpu_share", 0 < self.eval_cpu_share <= 1, "a number in (0, 1]"),
+            (
+                "eval_max_steps",
+                self.eval_max_steps is None or self.eval_max_steps >= 1,
+                "an integer >= 1, or none (the env's time limit)",
+            ),
             ("eval_episodes", 1 <= self.eval_episodes <= MAX_EPISODES, f"an integer in [1, {MAX_EPISODES}]"),
             (
                 "confirm_episodes",

@@ -31,6 +31,7 @@ from a3c.runtime.child import ChildGuard, run_child
 from a3c.runtime.shared import StopReason, StopSignal
 from a3c.runtime.state import SharedState
 from envs import make_eval_vector_env
+from envs.episodes import eval_step_limit
 
 
 class Evaluator:
@@ -185,8 +186,9 @@ class Evaluator:
                 self.config.env_id, episodes, frame_stack=self.config.frame_stack, **self.config.env_kwargs
             )
         seed = int(self.rng.integers(2**31 - 1 - episodes))
+        limit = eval_step_limit(self.config.env_id, self.config.eval_max_steps)
         return play_greedy(
-            self.model, self.envs[episodes], seed, should_stop, self.config.squash, self._normalize()
+            self.model, self.envs[episodes], seed, should_stop, self.config.squash, self._normalize(), limit
         )
 
     def _cpu_s(self) -> float:

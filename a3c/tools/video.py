@@ -24,6 +24,7 @@ from gymnasium.wrappers import RecordVideo
 from a3c.core.errors import BadInput
 from envs import EnvSetupError, make_env
 from envs.atari import FRAME_SKIP, is_atari
+from envs.episodes import eval_step_limit
 from envs.serial import SerialVectorEnv
 
 if TYPE_CHECKING:
@@ -117,7 +118,10 @@ def record_episode(saved: SavedPolicy, folder: Path, seed: int) -> dict[str, Any
     envs = SerialVectorEnv([lambda: recorder])
     try:
         normalize = None if stats is None else stats.normalize
-        returns, lengths = play_greedy(saved.model, envs, seed, squash=config.squash, normalize=normalize)
+        limit = eval_step_limit(config.env_id, config.eval_max_steps)
+        returns, lengths = play_greedy(
+            saved.model, envs, seed, config.squash, normalize=normalize, max_steps=limit
+        )
     except BaseException as exc:
         # No half video on an error or Ctrl-C: drop the frames instead of encoding them at close.
         recorder.recording, recorder.recorded_frames = False, []

@@ -18,6 +18,7 @@ from a3c.backends.ray.actors import injected_hang, writable_tensor
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from envs import make_eval_vector_env
+from envs.episodes import eval_step_limit
 
 
 @ray.remote(num_cpus=0, max_concurrency=2)  # two threads: ``beat`` and ``cancel`` answer during ``play``
@@ -59,8 +60,9 @@ class EvalActor:
                 stats = RunningMeanStd(tuple(np.shape(obs_norm["mean"])))
                 stats.load_state_dict(obs_norm)
                 normalize = stats.normalize
+            limit = eval_step_limit(self.cfg.env_id, self.cfg.eval_max_steps)
             returns, lengths = play_greedy(
-                self.model, self.envs[episodes], seed, stepped, self.cfg.squash, normalize
+                self.model, self.envs[episodes], seed, stepped, self.cfg.squash, normalize, limit
             )
             return returns, lengths, time.process_time() - cpu
         finally:

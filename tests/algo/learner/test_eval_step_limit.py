@@ -1,0 +1,30 @@
+"""Every greedy episode ends: on an env without a time limit, evaluations, ``a3c evaluate`` and
+``Policy.evaluate`` stop it after ``eval_max_steps`` (derived: the env's time limit, else 10,000)."""
+
+from __future__ import annotations
+
+import pytest
+
+import a3c
+from envs.episodes import NO_LIMIT_EVAL_STEPS, eval_step_limit
+from tests.front.test_export import random_checkpoint
+from tests.helpers import call_a3c
+
+ENDLESS = "tests.testing_envs:Endless-v0"
+
+
+def test_the_limit_is_the_configs_else_the_envs_time_limit_else_a_bound():
+    assert eval_step_limit("CartPole-v1") == 500
+    assert eval_step_limit("CartPole-v1", 20) == 20
+    import tests.testing_envs  # noqa: F401 - registers Endless-v0
+
+    assert eval_step_limit("Endless-v0") == NO_LIMIT_EVAL_STEPS == 10_000
+    assert eval_step_limit("ALE/Pong-v5") == 27_000  # ALE's own end of a game: 108,000 frames
+
+
+@pytest.mark.parametrize(("configured", "length"), [(None, NO_LIMIT_EVAL_STEPS), (37, 37)])
+def test_greedy_episodes_on_an_endless_env_end(tmp_path, configured, length):
+    path = random_checkpoint(tmp_path / "endless.pt", ENDLESS, eval_max_steps=configured)
+    assert a3c.load(path).evaluate(episodes=2, seed=0)["mean_length"] == length
+    result = call_a3c("evaluate", str(path), "--episodes", "1", "--json")
+    assert result.returncode == 0 and f'"mean_length": {float(length)}' in result.stdout, result
