@@ -57,7 +57,7 @@ def _setup_errors(env_id: str, kwargs: dict[str, Any] | None = None) -> Iterator
     except EnvSetupError:
         raise
     except TypeError as exc:
-        if not kwargs:
+        if not kwargs or "keyword argument" not in str(exc):  # else a bug in the env, not a refused argument
             raise EnvSetupError(f"--env: {env_id!r} cannot be made (TypeError: {exc})") from exc
         raise EnvSetupError(
             f"env_kwargs: {kwargs!r} is not allowed for {env_id} ({exc}); expected its make() arguments"

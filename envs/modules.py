@@ -24,17 +24,25 @@ def env_module(env_id: str) -> str | None:
     return module if sep else None
 
 
+def first_path_folder() -> str | None:
+    """The folder Python put first on ``sys.path`` for this process (``python -m``/``-c``/the REPL: the
+    current directory when it started, ``""`` meaning the current one now; a script's own folder), or None
+    under ``-P`` (safe_path)."""
+    if sys.flags.safe_path or not sys.path:
+        return None
+    return os.path.abspath(sys.path[0] or ".")
+
+
 def from_current_directory(module: str) -> bool:
-    """Whether importing ``module`` now would take it from the current directory through the entry Python
-    put first on ``sys.path`` (``python -m``, ``-c``, the REPL), not from where the environment's own paths
-    (PYTHONPATH, site-packages) would find it. An imported module is imported."""
+    """Whether importing ``module`` now would take it from the folder Python put first on ``sys.path``
+    (``first_path_folder``), not from where the environment's own paths (PYTHONPATH, site-packages) would
+    find it: a file there, alone or shadowing an installed module of the same name. An imported module is
+    imported."""
     top = module.split(".")[0]
-    if top in sys.modules or sys.flags.safe_path or not sys.path:
+    first = first_path_folder()
+    if top in sys.modules or first is None:
         return False
-    first = sys.path[0]
-    if os.path.abspath(first or ".") != os.getcwd():
-        return False
-    here = PathFinder.find_spec(top, [os.getcwd()])
+    here = PathFinder.find_spec(top, [first])
     if here is None:
         return False
     elsewhere = PathFinder.find_spec(top, [p for p in sys.path[1:] if p])
@@ -48,6 +56,7 @@ def check_env_module(env_id: str, trusted: bool, source: str) -> None:
     if module is None or trusted or not from_current_directory(module):
         return
     raise EnvSetupError(
-        f"{source}: its env {env_id!r} would import module {module.split('.')[0]!r} from the current "
-        f"directory {os.getcwd()!r}; pass {TRUST_FLAG} if you mean it (or install the module)"
+        f"{source}: its env {env_id!r} would import module {module.split('.')[0]!r} from "
+        f"{first_path_folder()!r} (the current directory, first on sys.path); pass {TRUST_FLAG} if you mean "
+        "it (or install the module)"
     )

@@ -150,20 +150,18 @@ def _train(
 
     from a3c.training.train import Trainer
 
-    threads = (
-        torch.get_num_threads()
-    )  # the trainer sets one thread (invariant 3); the caller gets its own back
     setup = train_setup(env_id, options, config, **where)
-    trainer = Trainer(
-        setup.config,
-        setup.info,
-        setup.run_dir,
-        serial=serial,
-        force=where["force"],
-        show_progress=progress,
-        resume=setup.checkpoint,
-    )
+    threads = torch.get_num_threads()  # the trainer sets one (invariant 3); the caller gets its own back
     try:
+        trainer = Trainer(
+            setup.config,
+            setup.info,
+            setup.run_dir,
+            serial=serial,
+            force=where["force"],
+            show_progress=progress,
+            resume=setup.checkpoint,
+        )
         run = Run(setup.run_dir, trainer.run())
     finally:
         torch.set_num_threads(threads)

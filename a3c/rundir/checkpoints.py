@@ -3,6 +3,7 @@ ready to play."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass
@@ -68,11 +69,33 @@ def load_policy(target: Path, trust_env_module: bool = False) -> SavedPolicy:
     return SavedPolicy(path, config, model.eval(), obs_stats, spaces)
 
 
+# What playing a saved policy needs of its config. The rest (processes, budgets, timeouts, the evaluation
+# schedule) belongs to training: a resume validates it once the options given are merged in, so a run saved
+# before a bound existed (hang_timeout 2) still evaluates, and resumes with --hang-timeout 30.
+PLAY_FIELDS = (
+    "env_id",
+    "env_kwargs",
+    "hidden_sizes",
+    "shared_body",
+    "model",
+    "lstm_size",
+    "frame_stack",
+    "gaussian_std",
+    "init_log_std",
+    "squash",
+    "obs_norm",
+    "reward_scale",
+    "eval_max_steps",
+)
+
+
 def saved_config(data: dict[str, Any], path: Path) -> tuple[Config, Spaces]:
-    """A checkpoint's config, validated like a command line's, and the spaces its model was built for; a
-    config this a3c refuses or a missing part is BadInput naming the file."""
+    """A checkpoint's config, its ``PLAY_FIELDS`` validated like a command line's, and the spaces its model
+    was built for; a config this a3c refuses or a missing part is BadInput naming the file."""
     try:
-        config = Config.from_dict(data["config"]).validate()
+        config = Config.from_dict(data["config"])
+        played = {name: getattr(config, name) for name in PLAY_FIELDS}
+        dataclasses.replace(Config(env_id=config.env_id), **played).validate()
     except BadInput as exc:
         raise BadInput(f"checkpoint: {str(path)!r} has a config this a3c refuses ({exc})") from None
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -153,7 +153,7 @@ def package_versions() -> dict[str, str | None]:
     import gymnasium
     import numpy
 
-    from a3c import __version__
+    from a3c.core.version import __version__
 
     versions: dict[str, str | None] = {
         "python": platform.python_version(),

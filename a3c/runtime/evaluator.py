@@ -147,13 +147,13 @@ class Evaluator:
                 print(f"warning: could not save best.pt: {exc}", file=sys.stderr, flush=True)
             else:  # the best is what best.pt holds: recorded once on disk, so a later one can replace it
                 self.best_mean, self.best_return, self.best_solved = selection, mean, solved
-        best_return = self.best_mean if self.best_return is None else self.best_return
+        held = None if self.best_mean == -float("inf") else self.best_mean  # None: best.pt holds nothing yet
         return EvalRecord(
             *row,
             cpu_s=self._cpu_s(),
-            best_mean_return=best_return,
+            best_mean_return=held if self.best_return is None else self.best_return,
             solved=solved,
-            best_selection_mean=self.best_mean,
+            best_selection_mean=held,
             best_save_error=save_error,
         )
 
@@ -186,7 +186,7 @@ class Evaluator:
                 self.config.env_id, episodes, frame_stack=self.config.frame_stack, **self.config.env_kwargs
             )
         seed = int(self.rng.integers(2**31 - 1 - episodes))
-        limit = eval_step_limit(self.config.env_id, self.config.eval_max_steps)
+        limit = eval_step_limit(self.config.env_id, self.config.eval_max_steps, self.config.env_kwargs)
         return play_greedy(
             self.model, self.envs[episodes], seed, should_stop, self.config.squash, self._normalize(), limit
         )

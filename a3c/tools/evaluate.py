@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from a3c.core.config import MAX_EPISODES
 from a3c.core.errors import BadInput
 from a3c.tools.video import play_episodes
 
@@ -13,9 +14,10 @@ if TYPE_CHECKING:
 
 
 def check_episodes_and_seed(episodes: int, seed: int) -> None:
-    """BadInput unless ``episodes`` >= 1 and the seeds ``seed .. seed + episodes - 1`` are valid env seeds."""
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise BadInput(f"--episodes: {episodes!r} is not allowed; expected an integer >= 1")
+    """BadInput unless ``episodes`` is in [1, MAX_EPISODES] (played as one vector env) and the seeds
+    ``seed .. seed + episodes - 1`` are valid env seeds."""
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or not 1 <= episodes <= MAX_EPISODES:
+        raise BadInput(f"--episodes: {episodes!r} is not allowed; expected an integer in [1, {MAX_EPISODES}]")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31 - episodes:
         raise BadInput(f"--seed: {seed!r} is not allowed; expected an integer in [0, 2**31 - episodes)")
 

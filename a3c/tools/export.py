@@ -94,11 +94,11 @@ def metadata(saved: SavedPolicy, described: dict[str, str], obs_encoding: str = 
     """What a client needs to know besides the graph: the env it was trained on and how it was made, and how
     the env's observation becomes ``obs`` (``obs_encoding``: none, one_hot or flatten, as
     ``envs.space_check``; a FrozenLake policy takes the one-hot float32 [N, 16])."""
-    import a3c
+    from a3c.core.version import __version__
 
     config = saved.config
     return {
-        "a3c_version": a3c.__version__,
+        "a3c_version": __version__,
         "env_id": config.env_id,
         "frame_stack": str(config.frame_stack),
         "env_kwargs": json.dumps(config.env_kwargs),

@@ -118,7 +118,7 @@ def record_episode(saved: SavedPolicy, folder: Path, seed: int) -> dict[str, Any
     envs = SerialVectorEnv([lambda: recorder])
     try:
         normalize = None if stats is None else stats.normalize
-        limit = eval_step_limit(config.env_id, config.eval_max_steps)
+        limit = eval_step_limit(config.env_id, config.eval_max_steps, config.env_kwargs)
         returns, lengths = play_greedy(
             saved.model, envs, seed, config.squash, normalize=normalize, max_steps=limit
         )

@@ -151,7 +151,7 @@ def train_setup(
     parsed = parse_values(overrides) if isinstance(overrides, dict) else parse_set(overrides)
     options = dict(options)
     trust = bool(options.pop("trust_env_module", False))
-    env_id, from_file = _config_file(options.pop("config_file", None), env_id, resume)
+    env_id, from_file = _config_file(options.pop("config_file", None), env_id, resume, trust)
     kwargs = {**from_file.get("env_kwargs", {}), **(options.get("env_kwargs") or {})}
     kwargs = check_env_kwargs({**kwargs, **parsed.get("env_kwargs", {})})
     asked = parsed.get("workers", workers)  # --set wins over --workers
@@ -165,7 +165,9 @@ def train_setup(
             raise BadInput("--resume: RUN_DIR is the run dir; --run-dir and --force are not allowed with it")
         if not use_preset:
             raise BadInput("--no-preset: not allowed with --resume (the run's saved config is used)")
-        config, info, checkpoint = resume_config(resume, env_id, options, {**from_file, **parsed}, trust)
+        from a3c.training.resuming import resume_config
+
+        config, info, checkpoint = resume_config(resume, env_id, options, parsed, trust, from_file)
         run_dir = resume
         auto = not serial and asked == AUTO
     elif env_id is None:
@@ -191,16 +193,24 @@ def train_setup(
     return TrainSetup(config, info, run_dir, checkpoint, auto_workers=auto, skipped_preset=skipped)
 
 
-def _config_file(path: Path | None, env_id: str | None, resume: Path | None) -> tuple[str | None, dict]:
+def _config_file(
+    path: Path | None, env_id: str | None, resume: Path | None, trust: bool
+) -> tuple[str | None, dict]:
     """The env id of the run (``--env``, else the ``--config`` file's ``env_id`` for a fresh run) and the
-    file's other values ({} without a file); BadInput when the two env ids differ."""
+    file's values ({} without a file; its ``env_id`` kept for a resume to check). BadInput when the two env
+    ids differ, or when the file's env id would import a module from the current directory (a file from
+    someone else: ``envs.modules``) unless ``trust``."""
     from a3c.training.resolve import read_config_file
+    from envs.modules import check_env_module
 
     from_file = {} if path is None else read_config_file(path)
-    file_env = from_file.pop("env_id", None)
+    file_env = from_file.get("env_id")
     if env_id is not None and file_env is not None and env_id != file_env:
         raise BadInput(f"--env: {env_id!r} does not match env_id {file_env!r} of --config {str(path)!r}")
-    return env_id or (None if resume is not None else file_env), from_file
+    if file_env is not None and env_id is None and resume is None:
+        check_env_module(file_env, trust, f"--config {str(path)!r}")
+        env_id = file_env
+    return env_id, from_file
 
 
 def _fresh_config(
@@ -245,7 +255,7 @@ def _check_ray(config: Config, serial: bool) -> None:
     except ImportError:
         raise BadInput(
             "--backend: ray needs the `ray` extra, which is not installed; install it with "
-            "pip install -e '.[ray]' (or pip install 'ray>=2.40')"
+            "pip install -e '.[ray]' (Ray 2.60)"
         ) from None
     if config.ray_address is not None:
         from a3c.backends.ray.cluster import check_reachable
@@ -254,42 +264,3 @@ def _check_ray(config: Config, serial: bool) -> None:
             check_reachable(config.ray_address)
         except ConnectionError as exc:
             raise BadInput(str(exc)) from None
-
-
-def resume_config(
-    run_dir: Path, env_id: str | None, options: dict[str, Any], overrides: dict[str, Any], trust: bool = False
-) -> tuple[Config, EnvInfo, dict[str, Any]]:
-    """The config, env and checkpoint of a resume; anything that does not fit is BadInput (exit 2).
-
-    The saved config (validated), then the options given (None: not given), then ``--set``; env and model
-    shape may not change. ``trust``: ``--trust-env-module`` (``envs.modules``).
-    """
-    import json
-
-    from a3c.rundir.checkpoints import saved_config
-    from a3c.rundir.resume import check_compatible, check_logs, load_resume_checkpoint
-    from envs import inspect_env
-    from envs.modules import check_env_module
-
-    checkpoint = load_resume_checkpoint(run_dir)
-    saved, saved_spaces = saved_config(checkpoint, run_dir / "checkpoints" / "last.pt")
-    try:
-        recorded_env = json.loads((run_dir / "config.json").read_text()).get("env_id")
-    except (OSError, ValueError, AttributeError):
-        recorded_env = None
-    if recorded_env != saved.env_id:
-        raise BadInput(
-            f"--resume: checkpoints/last.pt is for {saved.env_id!r} but {str(run_dir)!r} is a run of "
-            f"{recorded_env!r}; a checkpoint of another env cannot be resumed here"
-        )
-    if env_id is not None and env_id != saved.env_id:
-        raise BadInput(f"--env: {env_id!r} does not match the resumed run's env {saved.env_id!r}")
-    check_env_module(saved.env_id, trust, f"--resume: {str(run_dir)!r}")
-    info = inspect_env(saved.env_id, frame_stack=saved.frame_stack, env_kwargs=saved.env_kwargs)
-    if info.spaces != saved_spaces:
-        raise BadInput(f"--resume: the checkpoint's model does not fit {saved.env_id}'s spaces")
-    values = {**saved.to_dict(), **{k: v for k, v in options.items() if v is not None}, **overrides}
-    config = Config(**values).validate()
-    check_compatible(checkpoint, config, run_dir)
-    check_logs(run_dir)
-    return config, info, checkpoint

@@ -99,7 +99,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return {k: coerce(k, v) for k, v in known_keys(data, f"--config {str(path)!r}").items()}
 
 
-def _layer(chosen: dict[str, Any], values: dict[str, Any]) -> None:
+def layer(chosen: dict[str, Any], values: dict[str, Any]) -> None:
     """Put ``values`` over ``chosen``: a value replaces the one below it, ``env_kwargs`` key by key."""
     for key, value in values.items():
         if key == "env_kwargs" and value is not None:
@@ -126,9 +126,9 @@ def resolve_config(
     values: dict[str, Any] = {"env_id": info.env_id, **env_defaults(info)}
     preset = (load_preset(info.env_id) if use_preset else None) or {}
     chosen = {k: coerce(k, v) for k, v in known_keys(preset, f"preset of {info.env_id}").items()}
-    _layer(chosen, {k: v for k, v in (from_file or {}).items() if k != "env_id"})
-    _layer(chosen, {k: v for k, v in options.items() if v is not None})
-    _layer(chosen, overrides)
+    layer(chosen, {k: v for k, v in (from_file or {}).items() if k != "env_id"})
+    layer(chosen, {k: v for k, v in options.items() if v is not None})
+    layer(chosen, overrides)
     values.update(chosen)
     feed_forward = values.get("model") == "cnn" and not values.get("lstm_size")
     if "frame_stack" not in chosen and feed_forward and is_atari(info.env_id):

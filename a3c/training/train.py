@@ -32,12 +32,11 @@ from a3c.rundir.resume import trim_logs
 from a3c.runtime.shared import StopReason
 from a3c.runtime.state import SharedState, build_state
 from a3c.training.monitor import RunMonitor, format_summary
+from a3c.training.outcome import error_line, error_record, exit_status
 from envs import EnvInfo
 
 TICK_S = 0.1  # supervision period: how often the trainer looks at children, budgets and signals
 FINITE_CHECK_S = 1.0  # how often the shared parameters are checked for NaN/inf
-EXIT_CODES = {StopReason.SOLVED: 0, StopReason.MAX_STEPS: 0, StopReason.MAX_SECONDS: 0, StopReason.FAILED: 1}
-EXIT_CODES[StopReason.PRUNED] = 0  # ``on_eval`` asked to stop (a3c tune pruned the run): a clean end
 
 
 class Trainer:
@@ -76,22 +75,23 @@ class Trainer:
         self.resume_index = 0 if resume is None else int(resume.get("resumes", 0)) + 1
         wall_before = 0.0 if resume is None else float(resume["wall_time"])
         self.run_dir, self.lock = claim(run_dir, force, resume is not None)
-        episodes_kept = 0 if resume is None else trim_logs(run_dir, resume)
-        self.metadata = run_metadata()  # once: its git call would start a process at every checkpoint
-        metadata = {**config.to_dict(), "serial": serial, **self.metadata, "resumes": self.resume_index}
-        write_json(self.run_dir / "config.json", metadata)
-        self.start_time = time.time() - wall_before  # wall_time continues across a resume
-        self.shared = dataclasses.replace(state, run_dir=self.run_dir, start_time=self.start_time)
-        self.monitor = RunMonitor(config, self.run_dir, self.counters, self.start_time, show_progress, serial)
-        # A categorical's entropy is checked against its uniform's, a tanh Gaussian's against saturation.
-        floors = max_entropy(info.spaces), saturation_floor(info.spaces, config.squash)
-        self.monitor.health = LearningHealth(*floors)
-        if resume is not None:
-            self.monitor.resumed(resume, episodes_kept)
+        try:  # held from here: released if the run cannot start (a caller in this process may retry)
+            episodes_kept = 0 if resume is None else trim_logs(run_dir, resume)
+            self.metadata = run_metadata()  # once: its git call would start a process at every checkpoint
+            metadata = {**config.to_dict(), "serial": serial, **self.metadata, "resumes": self.resume_index}
+            write_json(self.run_dir / "config.json", metadata)
+            self.start_time = time.time() - wall_before  # wall_time continues across a resume
+            self.shared = dataclasses.replace(state, run_dir=self.run_dir, start_time=self.start_time)
+            self.monitor = RunMonitor(config, run_dir, self.counters, self.start_time, show_progress, serial)
+            self.monitor.health = learning_health(config, info)
+            if resume is not None:
+                self.monitor.resumed(resume, episodes_kept)
+        except BaseException:
+            self.lock = unlock(self.lock)
+            raise
         self.backend: Backend | None = None  # while the loop runs
         self.on_eval: Callable[[EvalRecord], bool] | None = None
-        self.restarts = 0
-        self.signal_received: int | None = None
+        self.restarts, self.signal_received = 0, None
         self.params_finite, self.handle_failed = True, False
         self.last_checkpoint = self.last_finite_check = time.monotonic()
 
@@ -240,32 +240,10 @@ class Trainer:
         return exit_code
 
 
-def exit_status(reason: StopReason, errors: list[ErrorRecord], signum: int | None) -> tuple[int, str]:
-    """(exit code, summary's exit_reason) of a run that stopped for ``reason``: any error makes it a failure
-    (exit 1, "failed: <source>"), a signal an interruption (128 + signal, its name)."""
-    if errors:
-        reason = StopReason.FAILED
-    elif signum is not None:
-        reason = StopReason.INTERRUPTED
-    if reason == StopReason.INTERRUPTED:
-        signum = signum or signal.SIGINT
-        return 128 + signum, signal.Signals(signum).name
-    if reason == StopReason.FAILED:
-        return EXIT_CODES[reason], f"failed: {errors[0].source}" if errors else "failed"
-    return EXIT_CODES[reason], reason.name.lower()
-
-
-def error_record(exc: Exception) -> ErrorRecord:
-    """The run's error for an exception that ended its loop: a backend's one line (BackendFailed, e.g. a Ray
-    cluster that is not private) or the trainer's traceback (being handled now)."""
-    return exc.record() if isinstance(exc, BackendFailed) else ErrorRecord("trainer", traceback.format_exc())
-
-
-def error_line(error: ErrorRecord) -> str:
-    """What the run prints of its first error: ``error: SOURCE failed: REASON`` on one line for a one-line
-    reason (e.g. a Ray cluster that is not private), else the traceback below that line."""
-    text = error.traceback.rstrip()
-    return f"error: {error.source} failed:{chr(10) if chr(10) in text else ' '}{text}"
+def learning_health(config: Config, info: EnvInfo) -> LearningHealth:
+    """The run's health checks: a categorical's entropy against its uniform's, a tanh Gaussian's against
+    saturation."""
+    return LearningHealth(max_entropy(info.spaces), saturation_floor(info.spaces, config.squash))
 
 
 def claim(run_dir: Path, force: bool, resumed: bool) -> tuple[Path, int | None]:

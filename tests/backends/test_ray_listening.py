@@ -33,12 +33,20 @@ def test_loopback_is_127_8_and_its_ipv6_forms(address, loopback):
     assert is_loopback(address) is loopback
 
 
-@pytest.mark.parametrize(("host", "exposed"), [("127.0.0.1", False), ("0.0.0.0", True)])
-def test_a_child_listening_on_every_interface_is_found(host, exposed):
-    code = f"import socket,sys; s=socket.socket(); s.bind(({host!r}, 0)); s.listen(); print(1, flush=True)"
-    code += "; sys.stdin.read()"
+@pytest.mark.parametrize(
+    ("host", "folder", "exposed"),
+    [("127.0.0.1", "ray", False), ("0.0.0.0", "ray", True), ("0.0.0.0", "mine", False)],
+)
+def test_a_ray_process_listening_on_every_interface_is_found(tmp_path, host, folder, exposed):
+    # A child whose command line is in a folder named ray counts as Ray's; a user's own child does not.
+    script = tmp_path / folder / "child.py"
+    script.parent.mkdir()
+    script.write_text(
+        f"import socket, sys\ns = socket.socket()\ns.bind(({host!r}, 0))\ns.listen()\nprint(1, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
     child = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert child.stdout.readline().strip() == "1"  # it listens now

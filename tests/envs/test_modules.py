@@ -52,12 +52,21 @@ def test_a_file_that_shadows_an_installed_module_is_refused(in_folder):
 
 
 def test_an_installed_or_already_imported_module_or_one_on_pythonpath_is_fine(in_folder, monkeypatch):
-    assert not from_current_directory("tests.testing_envs")  # found through PYTHONPATH (the repo), not cwd
+    (in_folder / "elsewhere").mkdir()
+    (in_folder / "elsewhere" / "pp_mod.py").write_text("")
+    monkeypatch.setattr(sys, "path", [str(in_folder), str(in_folder / "elsewhere"), *sys.path[1:]])
+    assert not from_current_directory("pp_mod")  # found through PYTHONPATH only, not in the first folder
     (in_folder / "json.py").write_text("")
     assert not from_current_directory("json")  # already imported: importing it again takes that one
     (in_folder / "mine.py").write_text("")
     monkeypatch.setattr(sys, "path", [str(in_folder), str(in_folder), *sys.path[1:]])  # PYTHONPATH=. too
     assert not from_current_directory("mine")
+
+
+def test_the_first_folder_counts_after_a_chdir(in_folder, tmp_path_factory, monkeypatch):
+    (in_folder / "evil_envs.py").write_text(EVIL)
+    monkeypatch.chdir(tmp_path_factory.mktemp("elsewhere"))  # a notebook's os.chdir after start-up
+    assert from_current_directory("evil_envs")  # sys.path[0] still names the start-up folder
 
 
 @pytest.mark.slow
@@ -89,6 +98,11 @@ def test_evaluate_export_and_resume_ask_before_importing_a_checkpoints_module(tm
         assert refused.returncode == 2, (command, refused.stderr)
         assert refused.stderr.startswith("error: ") and "--trust-env-module" in refused.stderr
         assert len(refused.stderr.splitlines()) == 1 and not (tmp_path / "imported.marker").exists()
+    # A config file from someone else names such an env: the same refusal, before the run dir exists.
+    (tmp_path / "shared.toml").write_text('env_id = "evil_envs:Evil-v0"\n')
+    refused = a3c("train", "--config", "shared.toml", "--serial", "--max-steps", "100", "--run-dir", "run2")
+    assert refused.returncode == 2 and refused.stderr.startswith("error: --config 'shared.toml': its env")
+    assert not (tmp_path / "imported.marker").exists() and not (tmp_path / "run2").exists()
     trusted = a3c("evaluate", "run", "--episodes", "2", "--trust-env-module")
     assert trusted.returncode == 0, trusted.stderr
     assert (tmp_path / "imported.marker").exists()

@@ -15,7 +15,7 @@ from a3c.cli import cli
 from a3c.core.config import Config
 from a3c.rundir.files import default_run_dir
 from a3c.training.options import config_options, option_fields
-from tests.helpers import a3c_exit_code, run_a3c
+from tests.helpers import a3c_exit_code, call_a3c, run_a3c
 
 call = a3c_exit_code  # what the tests of this folder and others import by this name
 
@@ -315,13 +315,41 @@ def test_a_checkpoints_config_is_validated_like_a_command_line(capsys, tmp_path)
     from a3c.core.spaces import Spaces
     from a3c.rundir.checkpoints import save_checkpoint
 
-    config = Config(env_id="CartPole-v1").to_dict() | {"lr": -1.0}
+    config = Config(env_id="CartPole-v1").to_dict() | {"squash": "sigmoid"}
     save_checkpoint(tmp_path / "bad.pt", {"config": config, "spaces": Spaces((4,), 2).to_dict()})
     line = bad(capsys, "evaluate", str(tmp_path / "bad.pt"))
     assert line == (
-        f"error: checkpoint: {str(tmp_path / 'bad.pt')!r} has a config this a3c refuses (lr: -1.0 is not "
-        "allowed; expected a finite number > 0)"
+        f"error: checkpoint: {str(tmp_path / 'bad.pt')!r} has a config this a3c refuses (squash: 'sigmoid' "
+        "is not allowed; expected clip or tanh)"
     )
+
+
+def test_a_run_saved_before_a_bound_existed_still_evaluates_and_resumes_with_the_option(tmp_path):
+    # Only what playing needs is checked on load: hang_timeout 2 (below today's bound of 5) belongs to
+    # training; a resume validates it with the options given.
+    from tests.helpers import run_serial_fixed_length
+
+    run = tmp_path / "run"
+    assert run_serial_fixed_length(run, 400).returncode == 0
+    for name in ("last.pt", "best.pt"):
+        data = torch.load(run / "checkpoints" / name, weights_only=True)
+        data["config"]["hang_timeout"] = 2.0
+        torch.save(data, run / "checkpoints" / name)
+    assert call_a3c("evaluate", str(run), "--episodes", "2").returncode == 0
+    refused = call_a3c("train", "--resume", str(run), "--serial", "--max-steps", "800")
+    assert refused.returncode == 2 and refused.stderr.startswith("error: hang_timeout: 2.0 is not allowed")
+    args = (
+        "train",
+        "--resume",
+        str(run),
+        "--serial",
+        "--max-steps",
+        "800",
+        "--hang-timeout",
+        "30",
+        "--quiet",
+    )
+    assert run_a3c(*args).returncode == 0
 
 
 def test_a_checkpoints_spaces_are_checked_before_its_model_is_built(capsys, tmp_path):

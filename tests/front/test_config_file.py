@@ -100,3 +100,25 @@ def test_a_bad_env_kwarg_is_one_error_line(tmp_path):
         )
         assert result.returncode == 2 and result.stderr.startswith("error: " + message), result.stderr
         assert len(result.stderr.splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_on_a_resume_the_file_stands_over_the_saved_config_and_under_the_options(tmp_path):
+    from tests.helpers import run_serial_fixed_length
+
+    run = tmp_path / "resumed"
+    assert run_serial_fixed_length(run, 400).returncode == 0
+    path = tmp_path / "my.toml"
+    path.write_text("t_max = 7\nlr = 0.002\n")
+
+    def resumed(options: dict, sets: tuple[str, ...] = ()):
+        given = {"config_file": path, **options}
+        return train_setup(None, given, sets, run_dir=None, force=False, resume=run, serial=True).config
+
+    assert (resumed({}).t_max, resumed({}).lr) == (7, 0.002)
+    config = resumed({"t_max": 9}, ("lr=0.003",))
+    assert (config.t_max, config.lr) == (9, 0.003)  # options and --set win over the file
+    path.write_text('env_id = "CartPole-v1"\n')
+    with pytest.raises(
+        BadInput, match="^--config: env_id 'CartPole-v1' does not match the resumed run's env"
+    ):
+        resumed({})

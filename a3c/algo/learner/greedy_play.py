@@ -59,7 +59,7 @@ def play_policy(
     envs = make_eval_vector_env(config.env_id, episodes, frame_stack=config.frame_stack, **config.env_kwargs)
     try:
         normalize = None if obs_stats is None else obs_stats.normalize
-        limit = eval_step_limit(config.env_id, config.eval_max_steps)
+        limit = eval_step_limit(config.env_id, config.eval_max_steps, config.env_kwargs)
         return play_greedy(model, envs, seed, squash=config.squash, normalize=normalize, max_steps=limit)
     finally:
         envs.close()

@@ -22,7 +22,11 @@ from contextlib import contextmanager
 
 import ray
 import ray._private.services as ray_services
-from ray._private.authentication.authentication_utils import is_token_auth_enabled
+
+try:  # private to Ray 2.60, the version this a3c supports: without it no cluster passes ``check_private``
+    from ray._private.authentication.authentication_utils import is_token_auth_enabled
+except ImportError:
+    is_token_auth_enabled = None
 
 from a3c.backends.base import BackendFailed
 from a3c.backends.ray.listening import exposed_listeners
@@ -70,14 +74,17 @@ def node_addresses() -> set[str]:
 def check_reachable(address: str) -> None:
     """Raise ConnectionError naming ``--ray-address`` unless HOST:PORT answers as a Ray head within
     CONNECT_TIMEOUT_S: a TCP connection, and a gRPC (HTTP/2) server's SETTINGS frame in reply to the HTTP/2
-    client preface, as Ray's GCS gives (an SSH or web server, or a closed port, does not). ``auto`` and
-    ``ray://`` addresses are Ray's to resolve: not checked."""
+    client preface, as Ray's GCS gives (an SSH or web server, or a closed port, does not; with
+    ``RAY_USE_TLS`` the connection alone). ``auto`` and ``ray://`` addresses are Ray's to resolve: not
+    checked."""
     if address == "auto" or "://" in address:
         return
     host, _, port = address.rpartition(":")
     expected = "expected HOST:PORT of a head started with `ray start --head --port=PORT`, reachable from here"
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S) as sock:
+            if os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true"):
+                return  # a TLS head answers a plain preface with nothing we could read: the connection is all
             sock.sendall(HTTP2_PREFACE + HTTP2_EMPTY_SETTINGS)
             header = _read(sock, 9)
     except (OSError, ValueError) as exc:
@@ -137,6 +144,9 @@ def check_private() -> None:
     """BackendFailed (the run stops, exit 1, one line) unless the cluster this process started is private:
     token authentication on, every node advertising loopback, and no socket of this process tree listening
     on another address (read from /proc, not taken from what the nodes say)."""
+    if is_token_auth_enabled is None:
+        why = f"Ray {ray.__version__} cannot say whether token authentication is on"
+        raise BackendFailed("ray", f"{why}; this a3c supports Ray 2.60 (pip install -e '.[ray]')")
     if not is_token_auth_enabled():
         raise BackendFailed(
             "ray",

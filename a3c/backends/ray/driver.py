@@ -52,7 +52,7 @@ from a3c.backends.ray.actors import (
     wait_limit,
     writable_tensor,
 )
-from a3c.backends.ray.cluster import connect
+from a3c.backends.ray.cluster import check_private, connect
 from a3c.backends.ray.eval_actor import EvalActor
 from a3c.backends.ray.evaluation import RemoteEvaluator
 from a3c.backends.ray.stats import RunStats
@@ -90,6 +90,9 @@ class RayRun:
                 config_dict, *dims, model.state_dict(), optimizer.state_dict(), base, self.stats.arrays()
             )
             self.server_answered = False  # until its first answer, the start-up timeout applies
+            # The cluster this run started is checked again once every worker actor has pushed (their
+            # processes then exist): None until the first drain, then the update counts to exceed.
+            self.updates_at_start: np.ndarray | None = None if self.started_cluster else np.zeros(0)
             self.server_down = False  # hung or dead: never waited on again
             self.server_failure = ""  # why it is down: every later call says it again
             # The counter slots of the last sync: consistent with the weights the trainer holds, so they are
@@ -193,6 +196,15 @@ class RayRun:
             if not self.eval_stop.is_set():  # at teardown, a call to a killed actor fails: not an error
                 self.eval_records.put(ErrorRecord("evaluator", f"{type(exc).__name__}: {exc}"))
 
+    def _recheck_private(self, slots: np.ndarray) -> None:
+        """``check_private`` again (BackendFailed stops the run) once every worker of a cluster this run
+        started has pushed an update: the actors' own sockets are then open."""
+        if self.updates_at_start is None:
+            self.updates_at_start = slots[1].copy()
+        elif self.updates_at_start.size and (slots[1] > self.updates_at_start).all():
+            self.updates_at_start = np.zeros(0)  # once
+            check_private()
+
     def poll(self, timeout: float) -> list[Any]:
         """Wait up to ``timeout`` s; return the records since the last poll (episodes, metrics, evaluations,
         errors) and update the counters mirror. A worker loop that ended by a crash (its actor died and was
@@ -207,6 +219,7 @@ class RayRun:
         except ActorFailed as exc:
             return [exc.record(), *self._eval_records()]
         self._mirror_counters(slots)
+        self._recheck_private(slots)
         self._kill_hung_workers(ages)
         for i, ref in list(self.loops.items()):
             done, _ = ray.wait([ref], timeout=0)

@@ -60,7 +60,7 @@ class EvalActor:
                 stats = RunningMeanStd(tuple(np.shape(obs_norm["mean"])))
                 stats.load_state_dict(obs_norm)
                 normalize = stats.normalize
-            limit = eval_step_limit(self.cfg.env_id, self.cfg.eval_max_steps)
+            limit = eval_step_limit(self.cfg.env_id, self.cfg.eval_max_steps, self.cfg.env_kwargs)
             returns, lengths = play_greedy(
                 self.model, self.envs[episodes], seed, stepped, self.cfg.squash, normalize, limit
             )

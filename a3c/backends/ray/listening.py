@@ -31,6 +31,21 @@ def descendants_and_self(pid: int) -> set[int]:
     return found
 
 
+def ray_processes(pids: set[int]) -> set[int]:
+    """Those of ``pids`` that are Ray's (its daemons, workers, actors, agents: a command line in Ray's
+    package, or a title Ray gives) and this process, the driver: not a user's own children (a notebook's)."""
+    found = {os.getpid()} & pids
+    for pid in pids:
+        try:
+            comm = (PROC / str(pid) / "comm").read_text().strip()
+            command = (PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if comm in ("gcs_server", "raylet") or comm.startswith("ray::") or "/ray/" in command:
+            found.add(pid)
+    return found
+
+
 def socket_inodes(pids: set[int]) -> set[str]:
     """The socket inodes the processes ``pids`` hold open (those we may read: our own processes)."""
     inodes = set()
@@ -72,11 +87,11 @@ def is_loopback(address: str) -> bool:
 
 
 def exposed_listeners(pid: int | None = None) -> list[str] | None:
-    """The non-loopback addresses the process tree of ``pid`` (default: this process) listens on; None
-    where /proc cannot tell (not Linux)."""
+    """The non-loopback addresses the Ray processes below ``pid`` (default: this process, the driver, which
+    counts too) listen on; None where /proc cannot tell (not Linux)."""
     if not (PROC / "net" / "tcp").exists():
         return None
-    inodes = socket_inodes(descendants_and_self(os.getpid() if pid is None else pid))
+    inodes = socket_inodes(ray_processes(descendants_and_self(os.getpid() if pid is None else pid)))
     addresses = []
     for name in ("tcp", "tcp6"):
         try:

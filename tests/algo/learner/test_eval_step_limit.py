@@ -18,7 +18,9 @@ def test_the_limit_is_the_configs_else_the_envs_time_limit_else_a_bound():
     assert eval_step_limit("CartPole-v1", 20) == 20
     import tests.testing_envs  # noqa: F401 - registers Endless-v0
 
-    assert eval_step_limit("Endless-v0") == NO_LIMIT_EVAL_STEPS == 10_000
+    assert eval_step_limit(ENDLESS) == NO_LIMIT_EVAL_STEPS == 10_000
+    assert eval_step_limit("tests.testing_envs:Blind-v0") == 10  # a module's env: its registered limit
+    assert eval_step_limit("CartPole-v1", env_kwargs={"max_episode_steps": 1000}) == 1000  # as the run's envs
     assert eval_step_limit("ALE/Pong-v5") == 27_000  # ALE's own end of a game: 108,000 frames
 
 

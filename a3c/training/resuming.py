@@ -1,0 +1,66 @@
+"""The config of ``a3c train --resume``: the run's saved config under a ``--config`` file, the options and
+``--set``, checked against the checkpoint, its env and its CSVs before anything in the run dir changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from a3c.core.config import Config
+from a3c.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from envs import EnvInfo
+
+
+def resume_config(
+    run_dir: Path,
+    env_id: str | None,
+    options: dict[str, Any],
+    overrides: dict[str, Any],
+    trust: bool = False,
+    from_file: dict[str, Any] | None = None,
+) -> tuple[Config, EnvInfo, dict[str, Any]]:
+    """The config, env and checkpoint of a resume; anything that does not fit is BadInput (exit 2).
+
+    The saved config, then a ``--config`` file's values, then the options given (None: not given), then
+    ``--set`` (``env_kwargs`` merged key by key), validated as a whole; env and model shape may not change.
+    ``trust``: ``--trust-env-module`` (``envs.modules``).
+    """
+    import json
+
+    from a3c.rundir.checkpoints import saved_config
+    from a3c.rundir.resume import check_compatible, check_logs, load_resume_checkpoint
+    from a3c.training.resolve import layer
+    from envs import inspect_env
+    from envs.modules import check_env_module
+
+    checkpoint = load_resume_checkpoint(run_dir)
+    saved, saved_spaces = saved_config(checkpoint, run_dir / "checkpoints" / "last.pt")
+    try:
+        recorded_env = json.loads((run_dir / "config.json").read_text()).get("env_id")
+    except (OSError, ValueError, AttributeError):
+        recorded_env = None
+    if recorded_env != saved.env_id:
+        raise BadInput(
+            f"--resume: checkpoints/last.pt is for {saved.env_id!r} but {str(run_dir)!r} is a run of "
+            f"{recorded_env!r}; a checkpoint of another env cannot be resumed here"
+        )
+    if env_id is not None and env_id != saved.env_id:
+        raise BadInput(f"--env: {env_id!r} does not match the resumed run's env {saved.env_id!r}")
+    from_file = dict(from_file or {})
+    if from_file.get("env_id", saved.env_id) != saved.env_id:
+        raise BadInput(
+            f"--config: env_id {from_file['env_id']!r} does not match the resumed run's env {saved.env_id!r}"
+        )
+    check_env_module(saved.env_id, trust, f"--resume: {str(run_dir)!r}")
+    info = inspect_env(saved.env_id, frame_stack=saved.frame_stack, env_kwargs=saved.env_kwargs)
+    if info.spaces != saved_spaces:
+        raise BadInput(f"--resume: the checkpoint's model does not fit {saved.env_id}'s spaces")
+    values = saved.to_dict()
+    for given in (from_file, {k: v for k, v in options.items() if v is not None}, overrides):
+        layer(values, given)
+    config = Config(**values).validate()
+    check_compatible(checkpoint, config, run_dir)
+    check_logs(run_dir)
+    return config, info, checkpoint
