@@ -120,7 +120,7 @@ def record_episode(saved: SavedPolicy, folder: Path, seed: int) -> dict[str, Any
         normalize = None if stats is None else stats.normalize
         limit = eval_step_limit(config.env_id, config.eval_max_steps, config.env_kwargs)
         returns, lengths = play_greedy(
-            saved.model, envs, seed, config.squash, normalize=normalize, max_steps=limit
+            saved.model, envs, seed, squash=config.squash, normalize=normalize, max_steps=limit
         )
     except BaseException as exc:
         # No half video on an error or Ctrl-C: drop the frames instead of encoding them at close.

@@ -81,7 +81,7 @@ def test_a_killed_parameter_server_fails_the_run_at_once_and_the_run_resumes(tmp
     assert code == 1, err[-3000:]
     # Seen as a death, not waited out as a hang. The server's error is the run's, stated once, not hidden
     # under the workers' failed pushes.
-    assert "error: parameter server failed:\nthe parameter server died" in err, err[-3000:]
+    assert "error: parameter server failed: the parameter server died" in err, err[-3000:]
     assert "(hung)" not in err, err[-3000:]
     assert f"a3c train --resume {run_dir}" in err, err[-3000:]
     assert "error: worker" not in err and "warning: worker" not in err, err[-3000:]
