@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from a3c.algo.models.distributions import ActionDist
+from a3c.algo.models.policy import make_policy
 from a3c.core.errors import BadInput
 
 if TYPE_CHECKING:
@@ -27,13 +29,9 @@ class Policy:
     """
 
     def __init__(self, saved: SavedPolicy):
-        from a3c.algo.models.distributions import ActionDist
-        from a3c.algo.models.policy import make_policy
-
         self.saved = saved
         self.spaces = saved.spaces
         self._dist = ActionDist.of_spaces(saved.spaces, saved.config.squash)
-        self._make_policy = make_policy
         self._acting: dict[int, Any] = {}  # batch size → the model's acting function (recurrent state)
 
     @property
@@ -71,7 +69,7 @@ class Policy:
             x = self.saved.obs_stats.normalize(x)
         act = self._acting.get(len(x))
         if act is None:
-            act = self._acting[len(x)] = self._make_policy(self.saved.model, len(x))
+            act = self._acting[len(x)] = make_policy(self.saved.model, len(x))
         actions = self._dist.greedy(act(x))
         return actions[0] if single else actions
 

@@ -203,18 +203,25 @@ def wait_gone(pids: set[int]) -> set[int]:
     return left
 
 
-def test_a_run_given_an_address_where_no_head_answers_fails_at_once(tmp_path, token, ray_token):
-    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+def assert_address_refused(tmp_path: Path, token: str, address: str, why: str) -> None:
+    """``a3c train --ray-address ADDRESS`` is bad input: one line naming ``why``, exit 2, before the run dir
+    exists (a3c's own check, not Ray's retries: alone Ray retries for over 10 minutes; the timeout is a
+    cap)."""
     args = f"train --env CartPole-v1 --backend ray --ray-address {address} --max-seconds 30 --quiet"
-    # Ray alone would retry for over 10 minutes: the timeout is a cap, the message says who answered.
     result = run_a3c(*args.split(), "--run-dir", str(tmp_path / "run"), timeout=WAIT_CAP_S, token=token)
-    # Bad input: one line, exit 2, before the run dir exists: a3c's own check, not Ray's retries.
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.strip().splitlines() == [
-        f"error: --ray-address {address}: no Ray head answers there ([Errno 111] Connection refused); "
+        f"error: --ray-address {address}: {why}; "
         "expected HOST:PORT of a head started with `ray start --head --port=PORT`, reachable from here"
     ]
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_given_an_address_where_no_head_answers_fails_at_once(tmp_path, token, ray_token):
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    assert_address_refused(
+        tmp_path, token, address, "no Ray head answers there ([Errno 111] Connection refused)"
+    )
 
 
 def test_a_run_given_an_address_where_something_else_answers_fails_at_once(tmp_path, token, ray_token):
@@ -223,18 +230,12 @@ def test_a_run_given_an_address_where_something_else_answers_fails_at_once(tmp_p
     thread.start()
     try:
         address = f"127.0.0.1:{server.server_port}"  # a web server: the port is open, but it is not Ray
-        args = f"train --env CartPole-v1 --backend ray --ray-address {address} --max-seconds 30 --quiet"
-        result = run_a3c(*args.split(), "--run-dir", str(tmp_path / "run"), timeout=WAIT_CAP_S, token=token)
+        why = "something answers there, but not a Ray head (no gRPC reply)"
+        assert_address_refused(tmp_path, token, address, why)
     finally:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
-    assert result.returncode == 2, result.stderr[-3000:]
-    assert result.stderr.strip().splitlines() == [
-        f"error: --ray-address {address}: something answers there, but not a Ray head (no gRPC reply); "
-        "expected HOST:PORT of a head started with `ray start --head --port=PORT`, reachable from here"
-    ]
-    assert not (tmp_path / "run").exists()
 
 
 def test_a_run_whose_own_cluster_has_token_auth_off_refuses_to_train(tmp_path, token, monkeypatch):

@@ -41,8 +41,9 @@ def play_greedy(
     policy = make_policy(model, envs.num_envs)
     dist = action_dist(envs.single_action_space, squash)
     image = len(envs.single_observation_space.shape) == 3
-    limit = max_steps if max_steps is not None else float("inf")
-    while running.any() and not should_stop() and lengths.max() < limit:
+    limit, step = (max_steps if max_steps is not None else float("inf")), 0
+    while running.any() and not should_stop() and step < limit:  # every episode started together
+        step += 1
         x = np.asarray(obs) if image else np.asarray(obs, dtype=np.float32)
         actions = dist.greedy(policy(x if normalize is None else normalize(x)))
         obs, rewards, terminated, truncated, _ = envs.step(actions)

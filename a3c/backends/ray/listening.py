@@ -22,12 +22,13 @@ def descendants_and_self(pid: int) -> set[int]:
                 parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
             except (OSError, ValueError, IndexError):
                 continue
+    children: dict[int, list[int]] = {}
+    for child, parent in parents.items():
+        children.setdefault(parent, []).append(child)
     found, frontier = {pid}, [pid]
     while frontier:
-        parent = frontier.pop()
-        children = [p for p, pp in parents.items() if pp == parent and p not in found]
-        found.update(children)
-        frontier.extend(children)
+        frontier = [c for p in frontier for c in children.get(p, ()) if c not in found]
+        found.update(frontier)
     return found
 
 
