@@ -4,7 +4,7 @@ from the forkserver and watched by the Supervisor (heartbeats, hang timeout, res
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from a3c.algo.shared.optim import non_finite_counts
@@ -20,19 +20,25 @@ STOP_GRACE_S = 3.0  # children get this long to exit after an interrupt or a fai
 FINAL_EVAL_GRACE_S = 60.0  # ... and this long when the evaluator still plays its final evaluation
 
 
-def child_specs(shared: SharedState, resume_index: int, best_mean: Callable[[], float]) -> list[ChildSpec]:
-    """Workers 0 … N-1 and the evaluator (heartbeat slot N); a restart gets a fresh seed from ``child_seed``,
-    a restarted evaluator the best evaluation so far (``best_mean()``)."""
-    workers, seed = shared.config.workers, shared.config.seed
-    specs = [
+def worker_specs(shared: SharedState, ids: Iterable[int], resume_index: int) -> list[ChildSpec]:
+    """Workers ``ids`` (heartbeat slot = id); a restart gets a fresh seed from ``child_seed``."""
+    seed = shared.config.seed
+    return [
         ChildSpec(
             f"worker {i}",
             i,
             worker_main,
             lambda restart, conn, i=i: (i, shared, conn, child_seed(seed, i, restart, resume_index)),
         )
-        for i in range(workers)
+        for i in ids
     ]
+
+
+def child_specs(shared: SharedState, resume_index: int, best_mean: Callable[[], float]) -> list[ChildSpec]:
+    """Workers 0 … N-1 and the evaluator (heartbeat slot N); a restart gets a fresh seed from ``child_seed``,
+    a restarted evaluator the best evaluation so far (``best_mean()``)."""
+    workers, seed = shared.config.workers, shared.config.seed
+    specs = worker_specs(shared, range(workers), resume_index)
     specs.append(
         ChildSpec(
             "evaluator",

@@ -282,6 +282,31 @@ class Config:
             "gradients one exchange staler, counted in the policy lag)"
         },
     )
+    ray_mode: str = field(
+        default="node",
+        metadata={
+            "help": "ray backend: node (a Hogwild group of workers per Ray node over the node's shared "
+            "memory, exchanging its parameter change with the sharded global model every sync_interval) or "
+            "gradient (every worker an actor, one call per gradient to one parameter server)",
+            "choices": ("node", "gradient"),
+        },
+    )
+    sync_interval: float = field(
+        default=1.0,
+        metadata={"help": "ray node mode: seconds between a node's exchanges with the global model"},
+    )
+    sync_combine: str = field(
+        default="sum",
+        metadata={
+            "help": "ray node mode: how nodes' parameter changes combine in the global model: sum (as more "
+            "A3C workers would) or mean (each change divided by the node count)",
+            "choices": ("sum", "mean"),
+        },
+    )
+    ray_shards: int = field(
+        default=1,
+        metadata={"help": "ray node mode: server shards, each holding a contiguous slice of the weights"},
+    )
 
     def __post_init__(self) -> None:
         if self.workers == AUTO:  # the count for this process's CPUs (a3c/core/cpus.py)
@@ -373,6 +398,14 @@ class Config:
             self._choice("squash"),
             self._choice("backend"),
             ("sync_every", self.sync_every >= 1, "an integer >= 1"),
+            self._choice("ray_mode"),
+            (
+                "sync_interval",
+                finite(self.sync_interval) and 0.05 <= self.sync_interval <= 3600,
+                "a number of seconds in [0.05, 3600]",
+            ),
+            self._choice("sync_combine"),
+            ("ray_shards", 1 <= self.ray_shards <= 64, "an integer in [1, 64]"),
         ]
         check_env_kwargs(self.env_kwargs)
         for name, ok, allowed in checks:

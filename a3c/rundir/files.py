@@ -36,6 +36,7 @@ RUN_ENTRIES = {
     "episodes.csv",
     "metrics.csv",
     "summary.json",
+    "sync.csv",
     "checkpoints",
     "tensorboard",
     "videos",

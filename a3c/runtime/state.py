@@ -16,7 +16,6 @@ from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from a3c.rundir.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats
 from a3c.runtime.shared import Counters, Heartbeats, StopSignal
-from envs import EnvInfo
 
 
 @dataclass(frozen=True)
@@ -63,12 +62,12 @@ class SharedState:
         }
 
 
-def build_state(config: Config, info: EnvInfo, resume: dict[str, Any] | None, source: str) -> SharedState:
+def build_state(config: Config, spaces: Spaces, resume: dict[str, Any] | None, source: str) -> SharedState:
     """The shared model, optimizer, statistics and counters, restored in place from ``resume`` (a checkpoint
     from ``load_resume_checkpoint``; ``source`` names it in errors). The run dir and start time are filled in
     by the Trainer."""
-    model, optimizer = build_shared(config, info.spaces)  # one flat shared buffer, eager optimizer state
-    obs_stats = SharedObsStats(info.spaces.obs_shape, config.workers) if config.obs_norm else None
+    model, optimizer = build_shared(config, spaces)  # one flat shared buffer, eager optimizer state
+    obs_stats = SharedObsStats(spaces.obs_shape, config.workers) if config.obs_norm else None
     reward_stats = SharedObsStats((), config.workers) if config.reward_scale else None
     if resume is not None:  # restore in place, before anything is written to the run dir
         restore_model(model, resume["model_state"], source)
@@ -85,7 +84,7 @@ def build_state(config: Config, info: EnvInfo, resume: dict[str, Any] | None, so
     )
     return SharedState(
         config=config,
-        spaces=info.spaces,
+        spaces=spaces,
         run_dir=Path(),
         start_time=0.0,
         model=model,

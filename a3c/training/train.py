@@ -69,7 +69,7 @@ class Trainer:
         self.config, self.info, self.serial = config, info, serial
         torch.set_num_threads(1)  # invariant 3: measured 10x slower on 2 cores without it
         torch.manual_seed(config.seed)
-        state = build_state(config, info, resume, str(run_dir / "checkpoints" / "last.pt"))
+        state = build_state(config, info.spaces, resume, str(run_dir / "checkpoints" / "last.pt"))
         self.model, self.optimizer, self.counters = state.model, state.optimizer, state.counters
         self.obs_stats, self.reward_stats, self.stop = state.obs_stats, state.reward_stats, state.stop
         self.resume_index = 0 if resume is None else int(resume.get("resumes", 0)) + 1
@@ -268,8 +268,12 @@ def start_backend(
 
         seeds = (child_seed(cfg.seed, 0, 0, resume_index), eval_seed)
         return SerialBackend(shared, seeds, best_mean(), interrupted)
+    if cfg.backend == "ray" and cfg.ray_mode == "node":
+        from a3c.backends.ray.node_driver import NodeRun  # Ray is an extra: imported only when asked for
+
+        return NodeRun(shared, (cfg.seed, eval_seed), resume_index, best_mean())
     if cfg.backend == "ray":
-        from a3c.backends.ray.driver import RayRun  # Ray is an extra: imported only when asked for
+        from a3c.backends.ray.driver import RayRun
 
         return RayRun(shared, (cfg.seed, eval_seed), resume_index, best_mean())
     from a3c.backends.local import LocalBackend

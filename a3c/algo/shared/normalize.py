@@ -7,6 +7,7 @@ Workers accumulate the observations they see locally and merge them, once per up
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -164,16 +165,20 @@ class SharedObsStats:
         parameter server hands its workers and the driver (a process boundary shared memory cannot cross)."""
         return self.means.numpy().copy(), self.vars.numpy().copy(), self.counts.numpy().copy()
 
-    def load_slot_arrays(self, arrays: tuple[np.ndarray, ...], keep: int | None = None) -> None:
-        """Overwrite the slots, in place, with ``slot_arrays()`` of a twin; writer ``keep``'s own slot
-        (0-based writer index), if given, stays: its newest observations are here, not in the twin."""
+    def load_slot_arrays(
+        self, arrays: tuple[np.ndarray, ...], keep: int | Collection[int] | None = None
+    ) -> None:
+        """Overwrite the slots, in place, with ``slot_arrays()`` of a twin; the own slots of the writers
+        ``keep`` (0-based writer indices), if given, stay: their newest observations are here, not in the
+        twin."""
+        kept = {keep + 1} if isinstance(keep, int) else {k + 1 for k in keep or ()}
+        rows = [i for i in range(len(self.counts)) if i not in kept]
         for target, source in zip((self.means, self.vars, self.counts), arrays, strict=True):
             values = torch.tensor(np.asarray(source), dtype=torch.float64)  # Ray hands arrays read-only
-            if keep is None:
-                target.copy_(values)
+            if kept:
+                target[rows] = values[rows]
             else:
-                target[: keep + 1].copy_(values[: keep + 1])
-                target[keep + 2 :].copy_(values[keep + 2 :])
+                target.copy_(values)
 
     def writer_arrays(self, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Copies of writer ``index``'s slot: (mean [*shape], var [*shape], count [])."""

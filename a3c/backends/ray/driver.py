@@ -30,10 +30,7 @@ No wait is without a timeout (invariant 7), and a hung actor is treated like a h
 
 from __future__ import annotations
 
-import dataclasses
-import queue
 import sys
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -53,14 +50,10 @@ from a3c.backends.ray.actors import (
     writable_tensor,
 )
 from a3c.backends.ray.cluster import check_private, connect
-from a3c.backends.ray.eval_actor import EvalActor
-from a3c.backends.ray.evaluation import RemoteEvaluator
+from a3c.backends.ray.eval_loop import EvalLoop
 from a3c.backends.ray.stats import RunStats
 from a3c.core.records import ErrorRecord, EvalRecord
-from a3c.runtime.evaluator import next_wait
 from a3c.runtime.state import SharedState
-
-EVAL_JOIN_S = 10.0  # the evaluator thread gets this long to end once asked (its waits are all bounded)
 
 
 class RayRun:
@@ -114,26 +107,7 @@ class RayRun:
             # the actor, or this client still held the dead incarnation's address): sent again, not counted.
             self.updates_at_send = np.zeros(config.workers, np.int64)
             self.worker_restarts = [0] * config.workers
-            # Retried by RemoteEvaluator itself (max_task_retries=0), so hangs and crashes share one budget.
-            self.eval_actor = actor = EvalActor.options(
-                max_restarts=config.max_restarts, max_task_retries=0
-            ).remote(config_dict, *dims)
-            # The evaluator thread keeps its own twin of the observation statistics (the trainer's are the
-            # checkpoint's, written by ``sync`` in the main thread).
-            twin = RunStats.empty(spaces.obs_shape, config.workers, config.obs_norm, False).obs
-            self.evaluator = RemoteEvaluator(
-                dataclasses.replace(shared, obs_stats=twin),
-                eval_seed,
-                best_mean,
-                ask_server=self._ask_server,
-                actor=actor,
-            )
-            self.eval_records: queue.Queue[EvalRecord | ErrorRecord] = queue.Queue()
-            self.eval_stop = threading.Event()
-            self.eval_thread = threading.Thread(
-                target=self._evaluate_loop, name="a3c-ray-evaluator", daemon=True
-            )
-            self.eval_thread.start()
+            self.eval_loop = EvalLoop(shared, eval_seed, best_mean, self._ask_server)
         except BaseException:  # a failed start must not leave actors (or the cluster it started) behind
             self._tear_down()
             raise
@@ -142,7 +116,7 @@ class RayRun:
         """Kill every actor started so far; shut down a cluster this run started."""
         actors = [
             *getattr(self, "workers", []),
-            getattr(self, "eval_actor", None),
+            getattr(getattr(self, "eval_loop", None), "actor", None),
             getattr(self, "server", None),
         ]
         for actor in actors:
@@ -154,7 +128,7 @@ class RayRun:
     @property
     def restarts(self) -> int:
         """Worker and evaluator actor restarts so far."""
-        return sum(self.worker_restarts) + self.evaluator.actor_restarts
+        return sum(self.worker_restarts) + self.eval_loop.restarts
 
     def _ask_server(self, method: str, *args: Any) -> Any:
         """Call a server method and wait for its answer, at most ``hang_timeout`` s (the start-up timeout for
@@ -180,22 +154,6 @@ class RayRun:
         self.server_answered = True
         return result
 
-    def _evaluate_loop(self) -> None:
-        try:
-            while not self.eval_stop.wait(self.config.eval_interval):
-                cpu = self.evaluator.remote_cpu_s
-                record = self.evaluator.evaluate(self.eval_stop.is_set)
-                if record is not None:
-                    self.eval_records.put(record)
-                extra = next_wait(self.evaluator.remote_cpu_s - cpu, self.config) - self.config.eval_interval
-                if extra > 0 and self.eval_stop.wait(extra):
-                    return
-        except ActorFailed as exc:
-            self.eval_records.put(exc.record())
-        except Exception as exc:  # noqa: BLE001 - reported to the trainer as the evaluator's failure
-            if not self.eval_stop.is_set():  # at teardown, a call to a killed actor fails: not an error
-                self.eval_records.put(ErrorRecord("evaluator", f"{type(exc).__name__}: {exc}"))
-
     def _recheck_private(self, slots: np.ndarray) -> None:
         """``check_private`` again (BackendFailed stops the run) once every worker of a cluster this run
         started has pushed an update: the actors' own sockets are then open."""
@@ -213,11 +171,13 @@ class RayRun:
         if self.loops:
             ray.wait(list(self.loops.values()), num_returns=1, timeout=timeout)
         else:
-            self.eval_stop.wait(timeout)  # no loop left (the run is failing): just pace the trainer's loop
+            self.eval_loop.stop_event.wait(
+                timeout
+            )  # no loop left (the run is failing): just pace the trainer's loop
         try:
             records, slots, ages = self._ask_server("drain")
         except ActorFailed as exc:
-            return [exc.record(), *self._eval_records()]
+            return [exc.record(), *self.eval_loop.take()]
         self._mirror_counters(slots)
         self._recheck_private(slots)
         self._kill_hung_workers(ages)
@@ -251,7 +211,7 @@ class RayRun:
                     )
                     self._start_loop(i, slots)
                     self.loop_started[i] = time.monotonic()
-        return [*records, *self._eval_records()]
+        return [*records, *self.eval_loop.take()]
 
     def _last_records(self) -> list[Any]:
         """The records each stopped worker loop returned (its last metrics); loops still running give none."""
@@ -281,12 +241,6 @@ class RayRun:
                 )
                 ray.kill(self.workers[i], no_restart=False)
 
-    def _eval_records(self) -> list[Any]:
-        records = []
-        while not self.eval_records.empty():
-            records.append(self.eval_records.get())
-        return records
-
     def _mirror_counters(self, slots: np.ndarray) -> None:
         for name, row in zip(("steps", "updates", "skipped"), slots, strict=True):
             getattr(self.counters, name)[:] = writable_tensor(row)
@@ -308,28 +262,9 @@ class RayRun:
         self.stats.load(stats)
         self.synced_slots = slots
 
-    def _stop_evaluator(self, timeout: float = EVAL_JOIN_S) -> bool:
-        """Ask the evaluator thread to end; whether it did within ``timeout`` s."""
-        self.eval_stop.set()
-        self.eval_thread.join(timeout=timeout)
-        return not self.eval_thread.is_alive()
-
     def final_evaluation(self) -> list[EvalRecord | ErrorRecord]:
-        """One more evaluation at a budget's end, as the local evaluator does. Only once the evaluator thread
-        has ended, so the two never share the evaluator: if it has not, the final evaluation is skipped."""
-        if not self._stop_evaluator():
-            print(
-                f"warning: the evaluator thread did not stop within {EVAL_JOIN_S:g} s; "
-                "the final evaluation is skipped",
-                file=sys.stderr,
-                flush=True,
-            )
-            return []
-        try:
-            record = self.evaluator.evaluate()
-        except ActorFailed as exc:
-            record = exc.record()
-        return [] if record is None else [record]
+        """One more evaluation at a budget's end (``EvalLoop.final``)."""
+        return self.eval_loop.final()
 
     def stop(self, cut_short: Callable[[], bool] = lambda: False, timeout: float = 10.0) -> list[Any]:
         """(Every wait here is bounded by ``timeout`` or EVAL_JOIN_S, so ``cut_short`` is not needed.)
@@ -338,7 +273,7 @@ class RayRun:
         down, the counters mirror goes back to the last sync, so the trainer's state stays one instant."""
         records: list[Any] = []
         try:
-            self._stop_evaluator()
+            self.eval_loop.stop()
             if not self.server_down:
                 try:
                     self._ask_server("stop")
@@ -352,19 +287,13 @@ class RayRun:
                 self._mirror_counters(self.synced_slots)
         finally:
             try:
-                for actor in [*self.workers, self.eval_actor, self.server]:
+                for actor in [*self.workers, self.eval_loop.actor, self.server]:
                     try:
                         ray.kill(actor, no_restart=True)
                     except Exception as exc:  # noqa: BLE001 - one failed kill must not keep the rest alive
                         print(f"warning: could not kill a Ray actor: {exc}", file=sys.stderr, flush=True)
-                # The kills end any call the evaluator thread still waited on; it must end before its files
-                # close.
-                self.eval_thread.join(timeout=EVAL_JOIN_S)
-                if self.eval_thread.is_alive():
-                    print("warning: the evaluator thread did not end; eval.csv is left open", file=sys.stderr)
-                else:
-                    self.evaluator.close()
+                self.eval_loop.close()
             finally:
                 if self.started_cluster:
                     ray.shutdown()  # a cluster this run started stops with it, whatever failed above
-        return [*records, *self._eval_records()]
+        return [*records, *self.eval_loop.take()]

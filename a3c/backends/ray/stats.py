@@ -10,6 +10,8 @@ both backends and a run resumes across them.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 
 from a3c.algo.shared.normalize import ObsNormalizer, SharedObsStats
@@ -40,8 +42,9 @@ class RunStats:
         """Every slot of each statistics that is on: {"obs"|"reward": (means, vars, counts)}."""
         return {name: stats.slot_arrays() for name, stats in self._items()}
 
-    def load(self, arrays: dict[str, Arrays], keep: int | None = None) -> None:
-        """Overwrite the slots with ``arrays()`` of a twin, in place; writer ``keep``'s own slot stays."""
+    def load(self, arrays: dict[str, Arrays], keep: int | Collection[int] | None = None) -> None:
+        """Overwrite the slots with ``arrays()`` of a twin, in place; the own slots of writer(s) ``keep``
+        stay."""
         for name, stats in self._items():
             stats.load_slot_arrays(arrays[name], keep)
 

@@ -1,0 +1,199 @@
+"""The Ray node mode's group: one actor per Ray node that runs the local backend's workers as child
+processes over the node's own shared model and optimizer (Hogwild, no Ray call on the hot path), and a
+syncer thread that exchanges the node's parameter change with the global model's shards every
+``sync_interval`` seconds (a3c/backends/ray/exchange.py), one exchange in flight at a time.
+
+The node's counters and statistics have a slot for every worker of the run: its own workers write theirs,
+and each ``drain`` from the driver brings the other nodes' slots, so the workers' learning-rate clock, the
+``max_steps`` check and the observation normalisation see the whole run (one drain behind).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+from ray.exceptions import GetTimeoutError, RayActorError
+
+from a3c.algo.shared.flat import flat_view
+from a3c.backends.local import worker_specs
+from a3c.backends.ray.actors import STARTUP_TIMEOUT_S, injected_hang
+from a3c.backends.ray.exchange import NodeExchange
+from a3c.backends.ray.stats import Arrays, RunStats
+from a3c.core.config import Config
+from a3c.core.records import ErrorRecord
+from a3c.core.spaces import Spaces
+from a3c.rundir.resume import restore_optimizer
+from a3c.runtime.context import child_context
+from a3c.runtime.shared import StopReason
+from a3c.runtime.state import build_state
+from a3c.runtime.supervisor import Supervisor
+
+STOP_GRACE_S = 3.0  # the node's workers get this long to finish their update once stopped
+
+
+def gather(shards: list[Any], timeout: float) -> np.ndarray:
+    """The global weights [params]: every shard's slice, read in parallel and joined."""
+    return np.concatenate(ray.get([s.read.remote() for s in shards], timeout=timeout))
+
+
+@ray.remote(num_cpus=0)
+class NodeGroup:
+    """Node ``index``: workers ``ids`` (their global indices); ``shards`` hold the slices ``bounds`` of the
+    global weights. Created light (Ray keeps no large arguments to restart it with); ``start`` brings the
+    rest, and the driver sends it again to a restarted node, which then starts from the shards' weights."""
+
+    def __init__(
+        self, index: int, ids: list[int], config: dict[str, Any], spaces: Spaces, shards: list[Any],
+        bounds: list[tuple[int, int]],
+    ):  # fmt: skip
+        torch.set_num_threads(1)
+        self.index, self.ids, self.shards, self.bounds = index, list(ids), shards, bounds
+        self.config, self.spaces = Config.from_dict(config), spaces
+        self.incarnation = uuid.uuid4().hex  # the driver sees a restarted node by a new one
+        self.timeout = self.config.hang_timeout
+        self.started = False
+
+    def start(
+        self,
+        optimizer_state: dict[str, Any],
+        base: list[int],
+        stats: dict[str, Arrays],
+        times: tuple[float, int],
+    ) -> None:
+        """Build the node's shared state from the shards' weights, ``optimizer_state``, the run's counts
+        ``base`` [steps, updates, skipped] and statistics slots; start the workers and the syncer.
+        ``times``: the run's start time and resume index (the workers' seeds)."""
+        cfg = self.config
+        start_time, resume_index = times
+        shared = build_state(cfg, self.spaces, None, "the driver's model")
+        self.shared = shared = dataclasses.replace(shared, start_time=start_time)
+        flat = flat_view(shared.model)
+        with torch.no_grad():
+            flat.copy_(torch.from_numpy(gather(self.shards, max(self.timeout, STARTUP_TIMEOUT_S))))
+        restore_optimizer(shared.optimizer, optimizer_state, "the driver's optimizer")
+        shared.counters.base[:] = torch.tensor(base, dtype=torch.int64)  # before the workers take a copy
+        self.stats = RunStats(shared.obs_stats, shared.reward_stats)
+        self.stats.load(stats)
+        self.exchange = NodeExchange(flat, flat.numpy())
+        self.exchanges, self.lags, self.round_trips = 0, [], []  # lags and round trips since the last drain
+        self.failure: ErrorRecord | None = None  # a shard that failed the syncer
+        self.records: list[Any] = []
+        self.sync_lock = threading.Lock()  # one exchange at a time (the loop's, or the final one)
+        self.supervisor = Supervisor(
+            child_context(),
+            worker_specs(shared, self.ids, resume_index),
+            shared.heartbeats,
+            self.records.append,
+            cfg.max_restarts,
+            cfg.hang_timeout,
+        )
+        self.supervisor.start_all()
+        self.sync_stop = threading.Event()
+        self.syncer = threading.Thread(target=self._sync_loop, name="a3c-node-syncer", daemon=True)
+        self.syncer.start()
+        self.started = True
+
+    # -- the syncer ---------------------------------------------------------------------------------------
+
+    def _sync_loop(self) -> None:
+        interval = self.config.sync_interval
+        due = time.monotonic() + interval
+        while not self.sync_stop.wait(max(due - time.monotonic(), 0.0)):
+            due = max(due + interval, time.monotonic())  # a late exchange does not bunch the next ones
+            if not self._exchange_once():
+                return
+
+    def _exchange_once(self) -> bool:
+        """One exchange with every shard in parallel; False (the node stops, ``failure`` says why) when a
+        shard did not answer within ``hang_timeout`` s or died."""
+        with self.sync_lock:
+            if self.failure is not None:
+                return False
+            sent, delta = self.exchange.take()
+            started = time.monotonic()
+            pairs = zip(self.shards, self.bounds, strict=True)
+            refs = [shard.exchange.remote(self.index, delta[a:b]) for shard, (a, b) in pairs]
+            limit = self.timeout if self.exchanges else max(self.timeout, STARTUP_TIMEOUT_S)
+            try:
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=limit)
+                replies = [ray.get(ref, timeout=0) if ref in ready else None for ref in refs]
+            except (GetTimeoutError, RayActorError) as exc:
+                return self._shard_failed(next(k for k, r in enumerate(refs) if r not in ready), str(exc))
+            except Exception as exc:  # noqa: BLE001 - a shard's own error: the run must stop naming it
+                return self._shard_failed(0, f"{type(exc).__name__}: {exc}")
+            if None in replies:
+                return self._shard_failed(replies.index(None), f"no answer within {limit:g} s (hung)")
+            self.exchange.rebase(sent, np.concatenate([r[0] for r in replies]))
+            self.exchanges += 1
+            self.lags.append(replies[0][1])
+            self.round_trips.append(1000 * (time.monotonic() - started))
+            return True
+
+    def _shard_failed(self, shard: int, why: str) -> bool:
+        self.failure = ErrorRecord(
+            f"parameter shard {shard}",
+            f"node {self.index}: parameter shard {shard} failed an exchange: {why}",
+        )
+        self.shared.stop.stop(StopReason.FAILED)
+        return False
+
+    # -- the driver's calls -------------------------------------------------------------------------------
+
+    def drain(self, wait_s: float, slots: np.ndarray, stats: dict[str, Arrays]) -> dict[str, Any]:
+        """Supervise the workers for up to ``wait_s`` s; take the run's counter ``slots`` [3, workers] and
+        statistics for the other nodes' workers; return this node's records, own slots and statistics,
+        exchange counts and the failure that ends the run, if any."""
+        injected_hang(f"node {self.index}")
+        if not self.started:
+            return {"incarnation": self.incarnation, "started": False}
+        self.supervisor.poll(wait_s, stopped=self.shared.stop.is_set)
+        mine = np.zeros(slots.shape[1], bool)
+        mine[self.ids] = True
+        counters = self.shared.counters
+        for row, name in enumerate(("steps", "updates", "skipped")):
+            counters._view(name)[~mine] = slots[row, ~mine]
+        self.stats.load(stats, keep=self.ids)
+        own = np.stack([counters._view(n)[self.ids] for n in ("steps", "updates", "skipped")])
+        records, self.records[:] = list(self.records), []
+        lags, self.lags = self.lags, []
+        round_trips, self.round_trips = self.round_trips, []
+        return {
+            "incarnation": self.incarnation,
+            "started": True,
+            "records": records,
+            "slots": own,
+            "stats": {i: self.stats.own(i) for i in self.ids},
+            "exchanges": self.exchanges,
+            "lags": lags,
+            "round_trips": round_trips,
+            "failure": self.supervisor.failure or self.failure,
+            "restarts": self.supervisor.restarts,
+        }
+
+    def optimizer_state(self) -> dict[str, np.ndarray] | None:
+        """Copies of the node's optimizer state tensors (the moments a checkpoint keeps); None before
+        ``start``."""
+        if not self.started:
+            return None
+        optimizer = self.shared.optimizer
+        flat = optimizer.param_groups[0]["params"][0]
+        return {k: v.numpy().copy() for k, v in optimizer.state[flat].items()}
+
+    def stop(self, reason: int) -> None:
+        """Stop the workers (within STOP_GRACE_S, then terminate), end the syncer, and make one last
+        exchange so the global model holds everything the node learned."""
+        if not self.started:
+            return
+        self.shared.stop.stop(StopReason(reason))
+        deadline = time.monotonic() + STOP_GRACE_S
+        self.supervisor.stop_all(lambda: deadline)
+        self.sync_stop.set()
+        self.syncer.join(timeout=self.timeout)
+        self._exchange_once()
