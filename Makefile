@@ -47,7 +47,8 @@ EXTRA ?= $(call env_extra,$(ENV))
 DEV_FRESH := $(shell test -f $(DEV_STAMP) $(foreach f,$(INPUTS),&& ! test $(f) -nt $(DEV_STAMP)) && echo yes)
 RUN_STAMP := $(if $(DEV_FRESH),$(DEV_STAMP),$(VENV)/.installed-$(or $(strip $(EXTRA)),core))
 
-.PHONY: train evaluate test test-fast test-learning test-faults lint clean install notebook bench bench-suite bench-atari
+.PHONY: train evaluate test test-fast test-learning test-faults lint clean install notebook bench bench-suite bench-atari \
+	bench-ray
 
 # Everything (dev), as CI installs it.
 install: $(DEV_STAMP)
@@ -103,6 +104,10 @@ bench-suite: $(DEV_STAMP)
 # Pong from pixels against SB3 A2C's zoo Atari settings, 30 minutes a run (3 hours).
 bench-atari: $(DEV_STAMP)
 	$(BIN)/a3c bench --env ALE/Pong-v5 --budget 1800 $(ARGS)
+
+# The local and Ray (node mode) backends side by side on Pong's preset: 3 alternating pairs of 60 s.
+bench-ray: $(DEV_STAMP)
+	$(BIN)/a3c bench --backends ALE/Pong-v5 --seconds 60 --repeats 3 $(ARGS)
 
 notebook: $(DEV_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[notebooks]' -c constraints.txt

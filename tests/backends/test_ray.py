@@ -41,6 +41,8 @@ from a3c.backends.ray.actors import INJECTED_HANG_TIMEOUT_S  # noqa: E402 - afte
 
 CAP_S = 600  # --max-seconds and --hang-timeout of a run the test ends itself: caps, never reached
 EXIT_CAP_S = 120  # a run's exit after SIGINT or its failure (its actors are killed, its last sync saved)
+# Worker actors and one parameter server (node mode's groups and shards: test_ray_nodes.py).
+GRADIENT_MODE = ("--set", "ray_mode=gradient")
 
 
 def start_run(tmp_path: Path, token: str, address: str, *args: str) -> subprocess.Popen:
@@ -107,7 +109,7 @@ def test_two_worker_actors_train_and_evaluate_until_interrupted(tmp_path, token,
 
 def test_a_killed_worker_actor_is_restarted_and_trains_on(tmp_path, token, ray_address):
     run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
-    run = start_run(tmp_path, token, ray_address)
+    run = start_run(tmp_path, token, ray_address, *GRADIENT_MODE)
     try:
         both = lambda: set(metrics_workers(run_dir)) == {"0", "1"}  # noqa: E731
         wait_for(both, WAIT_CAP_S, "both workers train", run, err)
@@ -178,7 +180,7 @@ def test_a_hung_parameter_server_fails_the_run_naming_it(tmp_path, token, ray_he
     run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
     # It hangs in the driver's next call once a checkpoint holds updates (every second here): the run fails.
     run = start_run(tmp_path, token, inject_hang(ray_head, monkeypatch, token, "server"),
-                    "--set", "checkpoint_interval=1")  # fmt: skip
+                    "--set", "checkpoint_interval=1", *GRADIENT_MODE)  # fmt: skip
     try:
         code = run.wait(timeout=WAIT_CAP_S + EXIT_CAP_S)
     finally:

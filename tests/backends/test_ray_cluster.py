@@ -140,12 +140,15 @@ def crashed(err_path: Path) -> list[str]:
     return re.findall(r"warning: worker (\d+) crashed", err_path.read_text())
 
 
-def start_run(tmp_path: Path, token: str, address: str | None, workers: int = 2) -> subprocess.Popen:
+def start_run(
+    tmp_path: Path, token: str, address: str | None, workers: int = 2, mode: str = "gradient"
+) -> subprocess.Popen:
     """``a3c train --backend ray [--ray-address ADDRESS]`` that does not end by itself (its target is out of
     reach), stdout and stderr to files (read while it runs). No actor is taken for hung (``--hang-timeout``
     = the cap): the faults here are deaths, and a worker actor that waits for a node to join is not hung."""
     args = f"train --env CartPole-v1 --backend ray --workers {workers} --target-return 1e9 --quiet"
     args += f" --max-seconds {CAP_S} --hang-timeout {CAP_S} --run-dir {tmp_path / 'run'}"
+    args += f" --set ray_mode={mode}"
     args += f" --ray-address {address}" if address else ""
     with open(tmp_path / "stdout.txt", "w") as out, open(tmp_path / "stderr.txt", "w") as err:
         return subprocess.Popen([sys.executable, "-m", "a3c", *args.split()], cwd=ROOT, env=a3c_env(token),
@@ -336,5 +339,69 @@ def test_a_run_spans_two_ray_start_nodes_and_outlives_losing_one(tmp_path, token
     after = [r for r in metrics(run_dir)[since:] if r[2] == lost]
     assert len(after) >= 3 and sum(int(r[3]) for r in after) > 0, after
     assert (run_dir / "checkpoints" / "last.pt").exists()
+    left = left_behind(token, timeout=RAY_SHUTDOWN_S)
+    assert not left, f"outlived the test's cluster: {describe(left)}"
+
+
+def sync_rows(run_dir: Path) -> list[dict[str, str]]:
+    """sync.csv's complete rows so far (none before it exists)."""
+    try:
+        lines = (run_dir / "sync.csv").read_text().splitlines(keepends=True)
+    except OSError:
+        return []
+    header = lines[0].rstrip("\n").split(",") if lines else []
+    return [
+        dict(zip(header, line.rstrip("\n").split(","), strict=True))
+        for line in lines[1:]
+        if line.endswith("\n")
+    ]
+
+
+def test_node_mode_runs_a_group_on_each_of_two_nodes_and_outlives_losing_one(tmp_path, token, ray_token):
+    """Node mode (the default): one node group on each ``ray start`` node, each exchanging with the shards
+    (which stay next to the driver, on the head); the second node dies, its group is restarted on the head
+    by Ray and its worker trains on; every exchange of the group that was never lost reached every shard."""
+    temp_root = Path(tempfile.mkdtemp(prefix="a3c-ray-", dir="/tmp"))  # short: Unix socket paths are capped
+    port = free_port()
+    address, run_dir, err_path = f"127.0.0.1:{port}", tmp_path / "run", tmp_path / "stderr.txt"
+    nodes: list[Node] = []
+    run = None
+    try:
+        head = Node("head", token, temp_root, "--head", f"--port={port}", "--node-ip-address=127.0.0.1",
+                    "--num-cpus=1", "--include-dashboard=false", f"--ray-client-server-port={free_port()}",
+                    f"--system-config={FAST_NODE_DEATH}")  # fmt: skip
+        nodes.append(head)
+        second = Node("second", token, temp_root, f"--address={address}", "--node-ip-address=127.0.0.1",
+                      "--num-cpus=1")  # fmt: skip
+        nodes.append(second)
+        run = start_run(tmp_path, token, address, mode="node")
+        training = lambda: {r[2] for r in metrics(run_dir)} == {"0", "1"}  # noqa: E731
+        wait_for(training, WAIT_CAP_S, "both workers train", run, err_path)
+        assert head.runs("NodeGroup") and second.runs("NodeGroup") and head.runs("ParamShard")
+        assert not second.runs("ParamShard")
+        both = lambda: {r["node"] for r in sync_rows(run_dir) if int(r["exchanges"]) > 0} == {"0", "1"}  # noqa: E731
+        wait_for(both, WAIT_CAP_S, "both groups exchange", run, err_path)
+
+        second.kill()
+        lost = lambda: "warning: node group 1 died" in err_path.read_text()  # noqa: E731
+        wait_for(lost, WAIT_CAP_S, "the driver sees the lost group", run, err_path)
+        since = len(metrics(run_dir))
+        trains = lambda: [r[2] for r in metrics(run_dir)[since:]].count("1") >= 3  # noqa: E731
+        wait_for(trains, WAIT_CAP_S, "the restarted group trains", run, err_path)
+        assert len(actor_processes(token, "NodeGroup")) == 2  # both on the head now
+        run.send_signal(signal.SIGINT)
+        assert run.wait(timeout=WAIT_CAP_S) == 130, err_path.read_text()[-3000:]
+    finally:
+        end(run)
+        for node in reversed(nodes):
+            node.kill()
+        shutil.rmtree(temp_root, ignore_errors=True)
+    summary = read_json(run_dir / "summary.json")
+    stderr = err_path.read_text()
+    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, (summary, stderr[-3000:])
+    assert "node group 0" not in stderr, stderr[-3000:]
+    last = {r["node"]: r for r in sync_rows(run_dir)}  # written after every group's last exchange
+    assert last["0"]["exchanges"] == last["0"]["shard_exchanges_min"] == last["0"]["shard_exchanges_max"]
+    assert int(last["1"]["exchanges"]) > 0 and int(last["1"]["global_lag_max"]) >= 0
     left = left_behind(token, timeout=RAY_SHUTDOWN_S)
     assert not left, f"outlived the test's cluster: {describe(left)}"

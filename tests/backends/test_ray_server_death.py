@@ -60,6 +60,7 @@ def test_a_killed_parameter_server_fails_the_run_at_once_and_the_run_resumes(tmp
         f"train --env CartPole-v1 --backend ray --workers 2 --set target_return=none --max-seconds {CAP_S} "
     )
     args += f"--set checkpoint_interval=1 --hang-timeout {CAP_S} --ray-address {ray_address} --quiet"
+    args += " --set ray_mode=gradient"  # its parameter server (node mode's shards: test_ray_nodes.py)
     with open(tmp_path / "stdout.txt", "w") as out, open(err_path, "w") as err:
         proc = subprocess.Popen([sys.executable, "-m", "a3c", *args.split(), "--run-dir", str(run_dir)],
                                 cwd=ROOT, env=a3c_env(token), stdout=out, stderr=err,

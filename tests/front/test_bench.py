@@ -13,7 +13,7 @@ from a3c.tools.bench.harness import ours_throughput
 from a3c.tools.bench.report import markdown, summarize
 from tests.helpers import ROOT, require_extra
 
-LAGS = {"ours_2x16": 0.9, "ray_2x16_sync1": 1.5, "ray_2x16_sync4": 2.0}
+LAGS = {"ours_2x16": 0.9, "ray_2x16_node": 1.0, "ray_2x16_gradient": 2.0}
 
 
 def synthetic(ours_rate: float = 13_000.0) -> dict:
@@ -23,14 +23,21 @@ def synthetic(ours_rate: float = 13_000.0) -> dict:
     }  # fmt: skip
     rates = {"ours_1x1": 7000, "ours_2x1": ours_rate, "ours_1x8": 20_000, "ours_2x8": 36_000}
     rates |= {"ours_1x16": 30_000, "ours_2x16": 54_000, "sb3_16": 9000, "sb3_32": 16_000}
-    rates |= {"ray_2x16_sync1": 27_000, "ray_2x16_sync4": 45_000}
+    rates |= {"ray_2x16_node": 27_000, "ray_2x16_gradient": 45_000}
     return {
         "plan": {"repeats": 2},
         "solve": {
             "ours": [solve(3.0, 20_000, 500.0), solve(4.0, 30_000, 490.0), solve(5.0, 40_000, 480.0)],
             "sb3": [solve(8.0, 9000, 500.0), solve(10.0, 10_000, 475.0), solve(None, 50_000, 300.0)],
         },
-        "throughput": {k: {"steps_per_s": v, "policy_lag_mean": LAGS.get(k)} for k, v in rates.items()},
+        "throughput": {
+            k: {
+                "steps_per_s": v,
+                "policy_lag_mean": LAGS.get(k),
+                "global_lag_mean": 0.0 if "node" in k else None,
+            }
+            for k, v in rates.items()
+        },
         "breakdown": {"total_us": 50.0},
     }
 
@@ -41,7 +48,7 @@ def test_summary_checks_every_target():
     assert s["ratio_ours_over_sb3"] == pytest.approx(4.0 / 9.0)  # medians of the solved runs: 4.0 and 9.0
     assert s["throughput_2x16_over_sb3_32"] == pytest.approx(54_000 / 16_000)
     assert s["scaling_efficiency"] == pytest.approx({"1": 13_000 / 14_000, "8": 0.9, "16": 0.9})
-    ray = "Ray 2 x 16 at sync_every 1 >= 0.8 x local"
+    ray = "Ray 2 x 16 (node mode) >= 0.9 x local"
     assert all(ok for name, ok in s["checks"].items() if name != ray), s["checks"]
     slow = summarize(synthetic(ours_rate=11_000))
     failed = [name for name, ok in slow["checks"].items() if not ok]
@@ -55,8 +62,12 @@ def test_summary_checks_every_target():
     assert "| a3c train (default preset) | 4.0 | 3.0 | 5.0 | 3/3 |" in table
     assert "| SB3 A2C (zoo) | 9.0 | 8.0 | 10.0 | 2/3 |" in table
     assert "[x] 2 workers x 16 envs >= 2.5 x SB3 with 32 envs" in table
-    assert "sync_every 1 | | 27,000 | 0.50 of local; policy lag 1.50 (local 0.90) |" in table
-    assert not s["checks"]["Ray 2 x 16 at sync_every 1 >= 0.8 x local"] and s["ray_sync1_over_local"] == 0.5
+    assert (
+        "| | 27,000 | 0.50 of local; policy lag 1.00 (local backend 0.90), global lag 0.00 exchanges |"
+        in table
+    )
+    assert "sync_every 4 | | 45,000 | 0.83 of local; policy lag 2.00 (local backend 0.90) |" in table
+    assert not s["checks"][ray] and s["ray_node_over_local"] == 0.5
 
 
 def test_bench_needs_sane_arguments(capsys):

@@ -26,11 +26,16 @@ class EvalLoop:
     """Starts the evaluation actor and the thread that evaluates with it; ``ask_server("snapshot")``
     returns (weights [params], global step, updates, statistics slots) of the global model."""
 
-    def __init__(self, shared: SharedState, eval_seed: int, best_mean: float, ask_server: Callable[..., Any]):
+    def __init__(
+        self, shared: SharedState, eval_seed: int, best_mean: float, ask_server: Callable[..., Any],
+        placement: Any = None,
+    ):  # fmt: skip
         config = self.config = shared.config
-        self.actor = EvalActor.options(max_restarts=config.max_restarts, max_task_retries=0).remote(
-            config.to_dict(), shared.spaces
-        )  # retried by RemoteEvaluator itself (max_task_retries=0), so hangs and crashes share one budget
+        # Retried by RemoteEvaluator itself (max_task_retries=0), so hangs and crashes share one budget.
+        options = {"max_restarts": config.max_restarts, "max_task_retries": 0}
+        if placement is not None:  # a Ray scheduling strategy
+            options["scheduling_strategy"] = placement
+        self.actor = EvalActor.options(**options).remote(config.to_dict(), shared.spaces)
         # The thread keeps its own twin of the observation statistics (the trainer's are the checkpoint's,
         # written in the main thread).
         twin = RunStats.empty(shared.spaces.obs_shape, config.workers, config.obs_norm, False).obs

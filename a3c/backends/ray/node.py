@@ -11,7 +11,6 @@ and each ``drain`` from the driver brings the other nodes' slots, so the workers
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 import uuid
 from typing import Any
@@ -19,13 +18,13 @@ from typing import Any
 import numpy as np
 import ray
 import torch
-from ray.exceptions import GetTimeoutError, RayActorError
 
 from a3c.algo.shared.flat import flat_view
 from a3c.backends.local import worker_specs
 from a3c.backends.ray.actors import STARTUP_TIMEOUT_S, injected_hang
-from a3c.backends.ray.exchange import NodeExchange
+from a3c.backends.ray.shard import gather
 from a3c.backends.ray.stats import Arrays, RunStats
+from a3c.backends.ray.syncer import Syncer
 from a3c.core.config import Config
 from a3c.core.records import ErrorRecord
 from a3c.core.spaces import Spaces
@@ -36,11 +35,6 @@ from a3c.runtime.state import build_state
 from a3c.runtime.supervisor import Supervisor
 
 STOP_GRACE_S = 3.0  # the node's workers get this long to finish their update once stopped
-
-
-def gather(shards: list[Any], timeout: float) -> np.ndarray:
-    """The global weights [params]: every shard's slice, read in parallel and joined."""
-    return np.concatenate(ray.get([s.read.remote() for s in shards], timeout=timeout))
 
 
 @ray.remote(num_cpus=0)
@@ -81,11 +75,7 @@ class NodeGroup:
         shared.counters.base[:] = torch.tensor(base, dtype=torch.int64)  # before the workers take a copy
         self.stats = RunStats(shared.obs_stats, shared.reward_stats)
         self.stats.load(stats)
-        self.exchange = NodeExchange(flat, flat.numpy())
-        self.exchanges, self.lags, self.round_trips = 0, [], []  # lags and round trips since the last drain
-        self.failure: ErrorRecord | None = None  # a shard that failed the syncer
         self.records: list[Any] = []
-        self.sync_lock = threading.Lock()  # one exchange at a time (the loop's, or the final one)
         self.supervisor = Supervisor(
             child_context(),
             worker_specs(shared, self.ids, resume_index),
@@ -95,54 +85,14 @@ class NodeGroup:
             cfg.hang_timeout,
         )
         self.supervisor.start_all()
-        self.sync_stop = threading.Event()
-        self.syncer = threading.Thread(target=self._sync_loop, name="a3c-node-syncer", daemon=True)
+        self.syncer = Syncer(self.index, flat, self.shards, self.bounds, cfg.sync_interval, self.timeout,
+                             on_failure=self._shard_failed)  # fmt: skip
         self.syncer.start()
         self.started = True
 
-    # -- the syncer ---------------------------------------------------------------------------------------
-
-    def _sync_loop(self) -> None:
-        interval = self.config.sync_interval
-        due = time.monotonic() + interval
-        while not self.sync_stop.wait(max(due - time.monotonic(), 0.0)):
-            due = max(due + interval, time.monotonic())  # a late exchange does not bunch the next ones
-            if not self._exchange_once():
-                return
-
-    def _exchange_once(self) -> bool:
-        """One exchange with every shard in parallel; False (the node stops, ``failure`` says why) when a
-        shard did not answer within ``hang_timeout`` s or died."""
-        with self.sync_lock:
-            if self.failure is not None:
-                return False
-            sent, delta = self.exchange.take()
-            started = time.monotonic()
-            pairs = zip(self.shards, self.bounds, strict=True)
-            refs = [shard.exchange.remote(self.index, delta[a:b]) for shard, (a, b) in pairs]
-            limit = self.timeout if self.exchanges else max(self.timeout, STARTUP_TIMEOUT_S)
-            try:
-                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=limit)
-                replies = [ray.get(ref, timeout=0) if ref in ready else None for ref in refs]
-            except (GetTimeoutError, RayActorError) as exc:
-                return self._shard_failed(next(k for k, r in enumerate(refs) if r not in ready), str(exc))
-            except Exception as exc:  # noqa: BLE001 - a shard's own error: the run must stop naming it
-                return self._shard_failed(0, f"{type(exc).__name__}: {exc}")
-            if None in replies:
-                return self._shard_failed(replies.index(None), f"no answer within {limit:g} s (hung)")
-            self.exchange.rebase(sent, np.concatenate([r[0] for r in replies]))
-            self.exchanges += 1
-            self.lags.append(replies[0][1])
-            self.round_trips.append(1000 * (time.monotonic() - started))
-            return True
-
-    def _shard_failed(self, shard: int, why: str) -> bool:
-        self.failure = ErrorRecord(
-            f"parameter shard {shard}",
-            f"node {self.index}: parameter shard {shard} failed an exchange: {why}",
-        )
+    def _shard_failed(self) -> None:
+        """The syncer's ``on_failure``: the node's workers stop; ``drain`` reports the shard."""
         self.shared.stop.stop(StopReason.FAILED)
-        return False
 
     # -- the driver's calls -------------------------------------------------------------------------------
 
@@ -162,18 +112,22 @@ class NodeGroup:
         self.stats.load(stats, keep=self.ids)
         own = np.stack([counters._view(n)[self.ids] for n in ("steps", "updates", "skipped")])
         records, self.records[:] = list(self.records), []
-        lags, self.lags = self.lags, []
-        round_trips, self.round_trips = self.round_trips, []
+        exchanges, lags, round_trips = self.syncer.take()
+        failure = self.supervisor.failure
+        if self.syncer.failure is not None:
+            shard, why = self.syncer.failure
+            why = f"node {self.index}: parameter shard {shard} failed an exchange: {why}"
+            failure = ErrorRecord(f"parameter shard {shard}", why)
         return {
             "incarnation": self.incarnation,
             "started": True,
             "records": records,
             "slots": own,
             "stats": {i: self.stats.own(i) for i in self.ids},
-            "exchanges": self.exchanges,
+            "exchanges": exchanges,
             "lags": lags,
             "round_trips": round_trips,
-            "failure": self.supervisor.failure or self.failure,
+            "failure": failure,
             "restarts": self.supervisor.restarts,
         }
 
@@ -194,6 +148,4 @@ class NodeGroup:
         self.shared.stop.stop(StopReason(reason))
         deadline = time.monotonic() + STOP_GRACE_S
         self.supervisor.stop_all(lambda: deadline)
-        self.sync_stop.set()
-        self.syncer.join(timeout=self.timeout)
-        self._exchange_once()
+        self.syncer.stop()

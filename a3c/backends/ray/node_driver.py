@@ -16,7 +16,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,23 +31,13 @@ from a3c.backends.ray.actors import STARTUP_TIMEOUT_S, ActorFailed, wait_limit, 
 from a3c.backends.ray.cluster import check_private, connect
 from a3c.backends.ray.eval_loop import EvalLoop
 from a3c.backends.ray.exchange import combine_scale, shard_bounds
-from a3c.backends.ray.node import NodeGroup, gather
-from a3c.backends.ray.shard import ParamShard
+from a3c.backends.ray.node import NodeGroup
+from a3c.backends.ray.shard import ParamShard, ShardFailed, gather
 from a3c.backends.ray.stats import RunStats
+from a3c.backends.ray.sync_log import SyncLog
 from a3c.core.records import ErrorRecord, EvalRecord
-from a3c.rundir.csvlog import CsvLog
 from a3c.runtime.state import SharedState
 
-SYNC_COLUMNS = (
-    "wall_time",
-    "node",
-    "workers",
-    "exchanges",
-    "global_lag_mean",
-    "global_lag_max",
-    "round_trip_ms_p50",
-)
-SYNC_ROW_S = 10.0  # one sync.csv row per node this often
 STOP_WAIT_S = (
     10.0  # a node's stop (its workers' last update, its last exchange) within this, beyond its grace
 )
@@ -57,41 +46,6 @@ STOP_WAIT_S = (
 def cpu_nodes() -> list[str]:
     """The ids of the cluster's live nodes that have CPUs, in a stable order."""
     return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0)
-
-
-class SyncLog:
-    """sync.csv: per node, its exchanges so far and, over the rows' interval, its global policy lag (other
-    nodes' exchanges between two of its own) and its exchange round trip."""
-
-    def __init__(self, path: Path, groups: list[list[int]], start_time: float):
-        self.log, self.groups, self.start_time = CsvLog(path, SYNC_COLUMNS), groups, start_time
-        self.lags: list[list[int]] = [[] for _ in groups]
-        self.round_trips: list[list[float]] = [[] for _ in groups]
-        self.exchanges = [0] * len(groups)
-        self.written = time.monotonic()
-
-    def add(self, node: int, reply: dict[str, Any], carried: int) -> None:
-        """Take a node's drain ``reply``; ``carried``: exchanges of its lost incarnations."""
-        self.lags[node] += reply["lags"]
-        self.round_trips[node] += reply["round_trips"]
-        self.exchanges[node] = carried + reply["exchanges"]
-
-    def write_due(self, force: bool = False) -> None:
-        """A row per node once SYNC_ROW_S has passed (or now, with ``force``)."""
-        if not force and time.monotonic() - self.written < SYNC_ROW_S:
-            return
-        self.written = time.monotonic()
-        wall = round(time.time() - self.start_time, 3)
-        for i, ids in enumerate(self.groups):
-            lags, trips = self.lags[i] or [0], self.round_trips[i] or [float("nan")]
-            row = (wall, i, len(ids), self.exchanges[i], round(float(np.mean(lags)), 3), int(np.max(lags)))
-            self.log.write((*row, round(float(np.median(trips)), 3)))
-            self.lags[i], self.round_trips[i] = [], []
-
-    def close(self) -> None:
-        """The last rows, then close the file."""
-        self.write_due(force=True)
-        self.log.close()
 
 
 class NodeRun:
@@ -108,8 +62,12 @@ class NodeRun:
             flat = flat_view(shared.model).detach().numpy().copy()
             self.bounds = shard_bounds(flat.size, cfg.ray_shards)
             scale = combine_scale(cfg.sync_combine, len(nodes))
+            # The shards next to the driver: they hold the only copy of the weights, and a node that dies
+            # must not take one with it.
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
             self.shards = [
-                ParamShard.remote(k, flat[a:b], len(nodes), scale) for k, (a, b) in enumerate(self.bounds)
+                ParamShard.options(scheduling_strategy=here).remote(k, flat[a:b], len(nodes), scale)
+                for k, (a, b) in enumerate(self.bounds)
             ]
             self.stats = RunStats(shared.obs_stats, shared.reward_stats)  # the trainer's: the checkpoint's
             self.cluster = RunStats.empty(
@@ -121,7 +79,8 @@ class NodeRun:
                 NodeGroup.options(
                     max_restarts=cfg.max_restarts,
                     max_task_retries=0,
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+                    # soft: a group whose node died is restarted on another (then shares its CPUs)
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True),
                 ).remote(i, ids, cfg.to_dict(), shared.spaces, self.shards, self.bounds)
                 for i, (node, ids) in enumerate(zip(nodes, self.groups, strict=True))
             ]
@@ -133,10 +92,15 @@ class NodeRun:
             self.node_restarts = [0] * len(nodes)
             self.down_since: list[float | None] = [None] * len(nodes)  # lost, not answering again yet
             self.private_checked = not self.started_cluster
-            self.sync_log = SyncLog(self.run_dir / "sync.csv", self.groups, shared.start_time)
+            # A failed shard's record: the weights are lost past the last checkpoint, whose counts these are.
+            self.shard_failure: ErrorRecord | None = None
+            self.synced = np.zeros((3, cfg.workers), np.int64)
+            self.sync_log = SyncLog(
+                self.run_dir / "sync.csv", self.groups, shared.start_time, self.shards, cfg.hang_timeout
+            )
             self.scratch = build_model(cfg, shared.spaces)  # the finite check's copy of the global weights
             self.scratch_flat = flatten_parameters(self.scratch)
-            self.eval_loop = EvalLoop(shared, seeds[1], best_mean, self._ask_server)
+            self.eval_loop = EvalLoop(shared, seeds[1], best_mean, self._ask_server, placement=here)
         except BaseException:  # a failed start must not leave actors (or the cluster it started) behind
             self._tear_down()
             raise
@@ -163,10 +127,14 @@ class NodeRun:
         return sum(self.node_restarts) + self.eval_loop.restarts
 
     def _weights(self) -> np.ndarray:
-        try:
-            return gather(self.shards, self.config.hang_timeout)
-        except (GetTimeoutError, RayActorError) as exc:
-            raise ActorFailed("parameter shard", f"a parameter shard did not answer a read: {exc}") from None
+        """The global weights from the shards; ActorFailed once a shard failed (never waited on again)."""
+        if self.shard_failure is None:
+            try:  # tests: a shard's injected hang blocks reads too; the driver then waits the short time
+                return gather(self.shards, wait_limit(self.config.hang_timeout, False, hanging="shard 0"))
+            except ShardFailed as exc:
+                why = f"the driver's read: parameter shard {exc.shard} failed: {exc.why}"
+                self.shard_failure = ErrorRecord(f"parameter shard {exc.shard}", why)
+        raise ActorFailed(self.shard_failure.source, self.shard_failure.traceback)
 
     def _ask_server(self, method: str) -> Any:
         """The evaluator's ``snapshot``: (global weights, global step, updates, statistics slots)."""
@@ -233,7 +201,10 @@ class NodeRun:
                 self._start(i, reply["incarnation"])
                 continue
             self.down_since[i] = None
-            records += reply["records"] + ([reply["failure"]] if reply["failure"] is not None else [])
+            failure = reply["failure"]
+            records += reply["records"] + ([failure] if failure is not None else [])
+            if failure is not None and failure.source.startswith("parameter shard"):
+                self.shard_failure = self.shard_failure or failure
             with self.lock:
                 self.slots[:, self.groups[i]] = reply["slots"]
                 for worker, own in reply["stats"].items():
@@ -246,8 +217,9 @@ class NodeRun:
             check_private()  # again, now that every worker's process exists (BackendFailed stops the run)
         return [r for r in records if r is not None] + self.eval_loop.take()
 
-    def _mirror(self) -> None:
-        for name, row in zip(("steps", "updates", "skipped"), self.carried + self.slots, strict=True):
+    def _mirror(self, slots: np.ndarray | None = None) -> None:
+        slots = self.carried + self.slots if slots is None else slots
+        for name, row in zip(("steps", "updates", "skipped"), slots, strict=True):
             getattr(self.counters, name)[:] = torch.from_numpy(row)
 
     def non_finite_counts(self) -> dict[str, int]:
@@ -276,7 +248,8 @@ class NodeRun:
             break
         with torch.no_grad():
             flat_view(self.shared.model).copy_(writable_tensor(weights))
-        self._mirror()
+        self.synced = self.carried + self.slots
+        self._mirror(self.synced)
         with self.lock:
             self.stats.load(self.cluster.arrays())
 
@@ -296,8 +269,9 @@ class NodeRun:
             records = self.poll(0.0)
             try:
                 self.sync()
-            except ActorFailed as exc:
+            except ActorFailed as exc:  # the trainer keeps the last sync: its counts go with its weights
                 records.append(exc.record())
+                self._mirror(self.synced)
         finally:
             try:
                 self._kill_all()

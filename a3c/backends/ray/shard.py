@@ -9,12 +9,45 @@ of workers behind each node.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import ray
 import torch
+from ray.exceptions import RayActorError, RayTaskError
 
 from a3c.backends.ray.actors import injected_hang
+
+
+class ShardFailed(Exception):
+    """Parameter shard ``shard`` hung or died (``why``): it holds the only copy of its slice, so the run
+    fails naming it."""
+
+    def __init__(self, shard: int, why: str):
+        super().__init__(f"parameter shard {shard} failed: {why}")
+        self.shard, self.why = shard, why
+
+
+def collect(refs: list[Any], timeout: float) -> list[Any]:
+    """The replies of one call to each shard (``refs`` in shard order), waited on together for at most
+    ``timeout`` s; ShardFailed naming the first shard that did not answer, or died."""
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout)
+    replies = []
+    for k, ref in enumerate(refs):
+        if ref not in ready:
+            raise ShardFailed(k, f"no answer within {timeout:g} s (hung)")
+        try:
+            replies.append(ray.get(ref, timeout=0))  # ready: no wait
+        except RayActorError as exc:
+            raise ShardFailed(k, f"died ({type(exc).__name__})") from None
+        except RayTaskError as exc:
+            raise ShardFailed(k, str(exc)[-2000:]) from None
+    return replies
+
+
+def gather(shards: list[Any], timeout: float) -> np.ndarray:
+    """The global weights [params]: every shard's slice, read in parallel and joined (ShardFailed)."""
+    return np.concatenate(collect([s.read.remote() for s in shards], timeout))
 
 
 @ray.remote(num_cpus=0)
@@ -34,7 +67,8 @@ class ParamShard:
     def exchange(self, node: int, delta: np.ndarray | None) -> tuple[np.ndarray, int]:
         """Add ``delta`` [slice] (None: nothing, a node's first look) from ``node``; return (the new slice,
         the global lag: other nodes' exchanges applied since this node's previous one)."""
-        injected_hang(f"shard {self.index}")
+        if self.version:  # tests: a shard that hangs once training is under way
+            injected_hang(f"shard {self.index}")
         lag = self.version - int(self.seen[node])
         if delta is not None:
             self.weights += self.scale * delta
@@ -46,10 +80,6 @@ class ParamShard:
     def read(self) -> np.ndarray:
         """The slice as it is now (the evaluator's and the checkpoint's view)."""
         return self.weights.copy()
-
-    def load(self, weights: np.ndarray) -> None:
-        """Overwrite the slice (a node's final state when it is the only one)."""
-        self.weights = np.array(weights, dtype=np.float32, copy=True)
 
     def counts(self) -> tuple[np.ndarray, float]:
         """(exchanges applied per node, this process's CPU seconds since it started)."""

@@ -67,6 +67,14 @@ def _positive(name: str, value: float, integer: bool = False) -> None:
 )
 @click.option("--no-preset", is_flag=True, help="Races: ours on derived defaults, its presets disabled.")
 @click.option(
+    "--backends",
+    "backends_env",
+    default=None,
+    metavar="ENV",
+    help="Instead: the local and Ray (node mode) backends side by side on ENV's preset, --repeats "
+    "alternating pairs of --seconds each (extra `ray`).",
+)
+@click.option(
     "--server-load",
     is_flag=True,
     help="Instead: load-test one Ray parameter server with N gradient-pushing clients (extra `ray`).",
@@ -75,11 +83,24 @@ def _positive(name: str, value: float, integer: bool = False) -> None:
     "--clients", default="1,2,4,8", show_default=True, help="--server-load: client counts, one row each."
 )
 @click.option(
+    "--shard-load",
+    is_flag=True,
+    help="Instead: load-test the Ray node mode's shards with fake node syncers (no envs), one row per "
+    "--shards x --nodes x --intervals (extra `ray`).",
+)
+@click.option(
+    "--shards", "shard_counts", default="1,2", show_default=True, help="--shard-load: shard counts."
+)
+@click.option(
+    "--nodes", "node_counts", default="1,2,4,8", show_default=True, help="--shard-load: node counts."
+)
+@click.option("--intervals", default="1,0.25", show_default=True, help="--shard-load: sync intervals (s).")
+@click.option(
     "--model",
     type=click.Choice(["mlp", "atari"]),
     default="mlp",
     show_default=True,
-    help="--server-load: CartPole-v1's MLP or ALE/Pong-v5's conv net + LSTM (extra `atari`).",
+    help="--server-load, --shard-load: CartPole-v1's MLP or ALE/Pong-v5's conv net + LSTM (extra `atari`).",
 )
 def bench(**opts) -> None:
     """Ours against Stable-Baselines3 A2C, side by side. Without --env/--suite: CartPole-v1's time to solve,
@@ -89,7 +110,10 @@ def bench(**opts) -> None:
     markdown table; writes JSON under OUT. Needs the `bench` extra. With --server-load: the Ray parameter
     server's applied updates/s and push round trips per client count, --seconds each (extra `ray`)."""
     _positive("--seconds", opts["seconds"])
-    if opts["server_load"]:
+    if opts["backends_env"]:
+        _backends(opts)
+        return
+    if opts["server_load"] or opts["shard_load"]:
         _server_load(opts)
         return
     racing = bool(opts["env_ids"] or opts["suite"])
@@ -141,11 +165,30 @@ def _race(opts: dict) -> None:
     click.echo(f"\nJSON: {results['path']}")
 
 
+def _backends(opts: dict) -> None:
+    from a3c.tools.bench.backends import compare_backends
+    from envs import inspect_env
+
+    if opts["env_ids"] or opts["suite"] or opts["server_load"]:
+        raise BadInput("--backends: not allowed with --env, --suite or --server-load; expected one mode")
+    _positive("--repeats", opts["repeats"], integer=True)
+    inspect_env(opts["backends_env"])  # an unknown id is bad input before anything runs
+    results = compare_backends(opts["backends_env"], opts["seconds"], opts["repeats"], opts["out"])
+    click.echo(results["markdown"])
+    click.echo(f"\nJSON: {results['path']}")
+
+
 def _server_load(opts: dict) -> None:
     from a3c.tools.bench.server_load import server_load
 
-    if opts["env_ids"] or opts["suite"]:
-        raise BadInput("--server-load: not allowed with --env or --suite; expected one mode")
-    results = server_load(opts)
+    flag = "--shard-load" if opts["shard_load"] else "--server-load"
+    if opts["env_ids"] or opts["suite"] or (opts["shard_load"] and opts["server_load"]):
+        raise BadInput(f"{flag}: not allowed with --env, --suite or the other load test; expected one mode")
+    if opts["shard_load"]:
+        from a3c.tools.bench.shard_load import shard_load
+
+        results = shard_load(opts)
+    else:
+        results = server_load(opts)
     click.echo(results["markdown"])
     click.echo(f"\nJSON: {results['path']}")

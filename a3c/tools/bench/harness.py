@@ -93,18 +93,22 @@ def peer_solve(seed: int, work: Path, reeval_episodes: int) -> dict[str, Any]:
 
 
 def ours_throughput(
-    workers: int, envs: int, seconds: float, work: Path, backend: str = "local", sync_every: int = 1
-) -> dict[str, Any]:
-    """Env steps/s of ``a3c train`` with no target, from metrics.csv after the warm-up."""
+    workers: int | None, envs: int | None, seconds: float, work: Path, backend: str = "local",
+    settings: tuple[str, ...] = (), env_id: str = ENV_ID,
+) -> dict[str, Any]:  # fmt: skip
+    """Env steps/s of ``a3c train`` with no target, from metrics.csv after the warm-up; on Ray in node
+    mode also the mean global policy lag from sync.csv. ``workers`` or ``envs`` None: the preset's;
+    ``settings``: config fields, e.g. ``("ray_mode=gradient", "sync_every=4")``."""
     t_max = ["--set", f"t_max={CLASSIC_T_MAX}"] if envs == 1 else []
-    name = f"{backend}-{workers}x{envs}-sync{sync_every}"
+    shape = [] if workers is None else ["--workers", str(workers)]
+    shape += [] if envs is None else ["--envs-per-worker", str(envs)]
+    name = "-".join((backend, f"{workers}x{envs}", *settings)).replace("=", "")
     budget = seconds + WARMUP_S + 1.0 + (RAY_START_S if backend == "ray" else 0.0)
     run_dir = work / f"ours-tput-{name}-{time.time_ns()}"  # settings run more than once: a dir each
     proc = run_python(
-        "-m", "a3c", "train", "--env", ENV_ID, "--workers", str(workers), "--envs-per-worker", str(envs),
-        "--set", "target_return=none", *t_max, "--max-seconds", str(budget),
-        "--backend", backend, "--set", f"sync_every={sync_every}",
-        "--run-dir", str(run_dir), "--quiet", timeout=seconds + 180,
+        "-m", "a3c", "train", "--env", env_id, *shape, "--set", "target_return=none", *t_max,
+        "--max-seconds", str(budget), "--backend", backend, *(a for s in settings for a in ("--set", s)),
+        "--run-dir", str(run_dir), "--quiet", timeout=seconds + 240,
     )  # fmt: skip
     check_exit(proc, f"a3c train throughput {name}")
     rows = []
@@ -128,6 +132,7 @@ def ours_throughput(
     updates = sum(r[2] for r in counted)
     return {
         "policy_lag_mean": sum(r[2] * r[3] for r in counted) / updates if updates else None,  # per update
+        "global_lag_mean": _global_lag(run_dir),
         "workers": workers,
         "envs_per_worker": envs,
         "t_max": CLASSIC_T_MAX if envs == 1 else None,
@@ -135,6 +140,17 @@ def ours_throughput(
         "seconds": t1 - t0,
         "steps_per_s": (s1 - s0) / (t1 - t0),
     }
+
+
+def _global_lag(run_dir: Path) -> float | None:
+    """The mean of sync.csv's global_lag_mean over its rows (a Ray node-mode run), else None."""
+    path = run_dir / "sync.csv"
+    if not path.exists():
+        return None
+    with path.open() as f:
+        header = f.readline().strip().split(",")
+        lags = [float(line.split(",")[header.index("global_lag_mean")]) for line in f if line.strip()]
+    return statistics.mean(lags) if lags else None
 
 
 def peer_throughput(envs: int, seconds: float) -> dict[str, Any]:
@@ -193,7 +209,8 @@ def run_bench(
         # Alternating: each of ours next to a peer run where there is one; every setting ``repeats`` times
         # (CartPole's rate moves ~10-20% between runs with how long the episodes of the moment are).
         # The Ray backend on this one machine: its two runs right after the local 2 x 16 they are set beside.
-        ray_runs = [("ray", 2, 1), ("ray", 2, 4)] if _ray_installed() else []
+        # Node mode (the default), and the per-gradient mode at its best setting beside it.
+        ray_runs = [("ray", "node", ()), ("ray", "gradient", ("sync_every=4",))] if _ray_installed() else []
         schedule = [
             ("ours", 2, 1), ("sb3", 16, None), ("ours", 2, 8), ("sb3", 32, None), ("ours", 2, 16),
             *ray_runs, ("ours", 1, 1), ("ours", 1, 8), ("ours", 1, 16),
@@ -201,11 +218,12 @@ def run_bench(
         runs: dict[str, list[dict[str, Any]]] = {}
         for _ in range(plan.repeats):
             for side, a, b in schedule:
-                key = {"ours": f"ours_{a}x{b}", "sb3": f"sb3_{a}", "ray": f"ray_2x16_sync{b}"}[side]
+                key = {"ours": f"ours_{a}x{b}", "sb3": f"sb3_{a}", "ray": f"ray_2x16_{a}"}[side]
                 if side == "ours":
                     run = ours_throughput(a, b, plan.seconds, work)
                 elif side == "ray":
-                    run = ours_throughput(2, 16, plan.seconds, work, backend="ray", sync_every=b)
+                    settings = (f"ray_mode={a}", *b)
+                    run = ours_throughput(2, 16, plan.seconds, work, backend="ray", settings=settings)
                 else:
                     run = peer_throughput(a, plan.seconds)
                 runs.setdefault(key, []).append(run)
@@ -214,6 +232,7 @@ def run_bench(
             key: {
                 "steps_per_s": statistics.mean(r["steps_per_s"] for r in rs),
                 "policy_lag_mean": _mean_or_none([r.get("policy_lag_mean") for r in rs]),
+                "global_lag_mean": _mean_or_none([r.get("global_lag_mean") for r in rs]),
                 "runs": rs,
             }
             for key, rs in runs.items()

@@ -1,16 +1,11 @@
-"""``a3c bench --server-load``: the ceiling of the Ray backend's parameter server.
+"""``a3c bench --server-load``: the ceiling of the Ray backend's gradient-mode parameter server.
 
 N light client actors push a precomputed gradient of the real size to one ``ParameterServer`` as fast as
-each gets its reply (one call in flight per client: a closed loop, as a worker with ``sync_every`` 1), with
-no env stepping, for N in a list. Per N, after a warm-up:
-
-- applied updates/s: the server's own update counter, read at the start and the end of the window;
-- push round trip p50/p95 (ms): each client times push → reply for the calls it starts in the window;
-- server CPU: the server process's CPU seconds over the window per second (1.0: one core busy), and per
-  applied update: 1000 / that is the server's ceiling in updates/s on one core of its own.
-
-Models: ``mlp`` is the CartPole-v1 preset's MLP, ``atari`` the ALE/Pong-v5 preset's conv net + LSTM (the
-``atari`` extra). The server is built as the driver (backends/ray/driver.py) builds it.
+each gets its reply (one call in flight per client, as a worker with ``sync_every`` 1), with no env
+stepping. Per N, after a warm-up: applied updates/s (the server's own counter), push round trip p50/p95
+(ms), and the server process's CPU (cores, and per update: 1000 / that is its ceiling on a core of its
+own). Models: ``mlp`` is the CartPole-v1 preset's MLP, ``atari`` the ALE/Pong-v5 preset's conv net + LSTM.
+The node mode's shards have their own load test (shard_load.py).
 """
 
 from __future__ import annotations
@@ -32,9 +27,6 @@ MODELS = {"mlp": "CartPole-v1", "atari": "ALE/Pong-v5"}
 WARMUP_S = 1.0  # Ray's first calls (object-store buffers, the clients' imports) stay out of the window
 CALL_TIMEOUT_S = 60.0  # one push, or one reading, on a loaded machine
 STARTUP_TIMEOUT_S = 120.0  # an actor's first answer: Ray starts a process and imports torch
-
-
-# -- the parameter server: every call to it is here, as its API changes ------------------------------------
 
 
 def _new_server(config: Any, spaces: Any) -> Any:
@@ -71,9 +63,6 @@ def _process_cpu_s(_actor: Any) -> float:
     return time.process_time()  # all threads of the actor's process (Ray's own included)
 
 
-# -- the client ----------------------------------------------------------------------------------------------
-
-
 class LoadClient:
     """Pushes one fixed gradient to the server in a loop: a worker without envs (a Ray actor, num_cpus 0)."""
 
@@ -99,9 +88,6 @@ class LoadClient:
                 latencies.append(elapsed)
             np.copyto(self.weights, weights)
         return latencies
-
-
-# -- the maths and the table ---------------------------------------------------------------------------------
 
 
 def percentile(values: list[float] | np.ndarray, q: float) -> float | None:
@@ -156,9 +142,6 @@ def markdown(results: dict[str, Any]) -> str:
             f"{row['server_cpu']:.2f} | {'—' if per_update is None else f'{per_update:.2f}'} |"
         )
     return "\n".join(lines)
-
-
-# -- the run -------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -224,13 +207,32 @@ def _param_count(config: Any, spaces: Any) -> int:
     return sum(p.numel() for p in build_model(config, spaces).parameters())
 
 
+def start_local_ray() -> None:
+    """A Ray instance of the bench's own on loopback, as a run without --ray-address starts one."""
+    import ray
+
+    from a3c.backends.ray.cluster import LOOPBACK, loopback_kept
+    from a3c.runtime.context import ONE_THREAD
+
+    with loopback_kept():
+        ray.init(
+            address="local",  # never a cluster RAY_ADDRESS or `ray start` left running
+            num_cpus=os.cpu_count(),
+            _node_ip_address=LOOPBACK,
+            namespace=f"a3c-bench-{uuid.uuid4().hex[:8]}",
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=True,
+            runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor, as in a run
+        )
+
+
 def run_server_load(plan: LoadPlan, out_dir: Path, log=print) -> dict[str, Any]:
     """Measure every client count of ``plan`` on a local Ray instance started (and shut down) here; write
     ``out_dir/server-load-<model>-<time>.json`` and return the results (with the markdown and the path)."""
     import ray
 
     from a3c.rundir.files import git_state, package_versions, write_json
-    from a3c.runtime.context import ONE_THREAD
 
     config, spaces = _model_config(plan.model, 1)
     results: dict[str, Any] = {
@@ -245,19 +247,7 @@ def run_server_load(plan: LoadPlan, out_dir: Path, log=print) -> dict[str, Any]:
         "load_before": os.getloadavg(),
         "points": [],
     }
-    from a3c.backends.ray.cluster import LOOPBACK, loopback_kept
-
-    with loopback_kept():  # a cluster of its own on loopback, as a run without --ray-address starts one
-        ray.init(
-            address="local",  # never a cluster RAY_ADDRESS or `ray start` left running
-            num_cpus=os.cpu_count(),
-            _node_ip_address=LOOPBACK,
-            namespace=f"a3c-bench-{uuid.uuid4().hex[:8]}",
-            include_dashboard=False,
-            configure_logging=False,
-            log_to_driver=True,
-            runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor, as in a run
-        )
+    start_local_ray()
     try:
         for clients in plan.clients:
             row = measure_point(plan, clients)
@@ -277,13 +267,20 @@ def run_server_load(plan: LoadPlan, out_dir: Path, log=print) -> dict[str, Any]:
 def server_load(opts: dict[str, Any]) -> dict[str, Any]:
     """``a3c bench --server-load``: check the options and the extras it needs, then run."""
     clients = parse_clients(opts["clients"])
+    require_extras(opts["model"], "--server-load")
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    return run_server_load(LoadPlan(opts["model"], clients, opts["seconds"]), opts["out"], log=log)
+
+
+def require_extras(model: str, flag: str) -> None:
+    """BadInput unless the `ray` extra (and for the atari model the `atari` extra) is installed."""
     try:
         import ray  # noqa: F401
     except ImportError:
         raise BadInput(
-            "--server-load: needs the `ray` extra, which is not installed; pip install -e '.[ray]'"
+            f"{flag}: needs the `ray` extra, which is not installed; pip install -e '.[ray]'"
         ) from None
-    if opts["model"] == "atari":
+    if model == "atari":
         try:
             import ale_py  # noqa: F401
         except ImportError:
@@ -291,5 +288,3 @@ def server_load(opts: dict[str, Any]) -> dict[str, Any]:
                 "--model: atari needs the `atari` extra (ale_py), which is not installed; "
                 "pip install -e '.[atari]'"
             ) from None
-    plan = LoadPlan(opts["model"], clients, opts["seconds"])
-    return run_server_load(plan, opts["out"], log=lambda msg: print(msg, file=sys.stderr, flush=True))

@@ -1,0 +1,85 @@
+"""A node's syncer: a thread that makes one exchange with every shard of the global model every
+``interval`` seconds (a3c/backends/ray/exchange.py for the arithmetic), one exchange in flight at a time.
+The node group runs one over its shared weights; the shard-load bench runs it in fake nodes without envs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from a3c.backends.ray.actors import wait_limit
+from a3c.backends.ray.exchange import NodeExchange
+from a3c.backends.ray.shard import ShardFailed, collect
+
+
+class Syncer:
+    """Node ``index``'s exchanges of ``flat`` [params] with ``shards`` (slices ``bounds``), every
+    ``interval`` s once started; a shard that does not answer within ``timeout`` s, or dies, ends the loop:
+    ``failure`` is (shard, why) and ``on_failure`` is called."""
+
+    def __init__(
+        self, index: int, flat: torch.Tensor, shards: list[Any], bounds: list[tuple[int, int]],
+        interval: float, timeout: float, on_failure: Callable[[], None] = lambda: None,
+    ):  # fmt: skip
+        self.index, self.shards, self.bounds = index, shards, bounds
+        self.interval, self.timeout, self.on_failure = interval, timeout, on_failure
+        self.exchange = NodeExchange(flat, flat.detach().numpy())
+        self.exchanges = 0
+        self.lags: list[int] = []  # since the last ``take``: other nodes' exchanges between two of ours
+        self.round_trips: list[float] = []  # since the last ``take``: ms per exchange
+        self.failure: tuple[int, str] | None = None
+        self.lock = threading.Lock()  # one exchange at a time (the loop's, or the final one)
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="a3c-node-syncer", daemon=True)
+
+    def start(self) -> None:
+        """Start the loop."""
+        self.thread.start()
+
+    def _loop(self) -> None:
+        due = time.monotonic() + self.interval
+        while not self.stop_event.wait(max(due - time.monotonic(), 0.0)):
+            due = max(due + self.interval, time.monotonic())  # a late exchange does not bunch the next ones
+            if not self.exchange_once():
+                return
+
+    def exchange_once(self) -> bool:
+        """One exchange with every shard in parallel; False once a shard failed (now or before)."""
+        with self.lock:
+            if self.failure is not None:
+                return False
+            sent, delta = self.exchange.take()
+            started = time.monotonic()
+            pairs = zip(self.shards, self.bounds, strict=True)
+            refs = [shard.exchange.remote(self.index, delta[a:b]) for shard, (a, b) in pairs]
+            # tests: a hang injected into shard 0 is waited on for the short time only
+            limit = wait_limit(self.timeout, starting=not self.exchanges, hanging="shard 0")
+            try:
+                replies = collect(refs, limit)
+            except ShardFailed as exc:
+                self.failure = (exc.shard, exc.why)
+                self.on_failure()
+                return False
+            self.exchange.rebase(sent, np.concatenate([r[0] for r in replies]))
+            self.exchanges += 1
+            self.lags.append(replies[0][1])
+            self.round_trips.append(1000 * (time.monotonic() - started))
+            return True
+
+    def take(self) -> tuple[int, list[int], list[float]]:
+        """(exchanges so far, the global lags and round trips since the last take)."""
+        lags, self.lags = self.lags, []
+        round_trips, self.round_trips = self.round_trips, []
+        return self.exchanges, lags, round_trips
+
+    def stop(self) -> None:
+        """End the loop, then make one last exchange (what was learned since the last one is not lost)."""
+        self.stop_event.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=self.timeout)
+        self.exchange_once()

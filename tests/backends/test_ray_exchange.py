@@ -1,0 +1,94 @@
+"""The Ray node mode's exchange arithmetic (a3c/backends/ray/exchange.py) and the shard's bookkeeping
+(a3c/backends/ray/shard.py, its class run in this process): no cluster, exact values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from a3c.backends.ray.exchange import NodeExchange, combine_scale, shard_bounds
+
+__import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
+
+
+def shard(index: int, weights: np.ndarray, nodes: int, scale: float):
+    """A ``ParamShard`` as a plain object (its actor class's body), for exact checks without Ray."""
+    from a3c.backends.ray.shard import ParamShard
+
+    return ParamShard.__ray_metadata__.modified_class(index, weights, nodes, scale)
+
+
+@pytest.mark.parametrize("size, shards", [(10, 1), (10, 3), (9155, 4), (5, 8), (1, 1)])
+def test_shards_cover_the_vector_contiguously_in_near_equal_slices(size, shards):
+    bounds = shard_bounds(size, shards)
+    assert len(bounds) == min(shards, size)
+    assert bounds[0][0] == 0 and bounds[-1][1] == size
+    assert all(a[1] == b[0] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+    lengths = [b - a for a, b in bounds]
+    assert max(lengths) - min(lengths) <= 1 and min(lengths) >= 1
+
+
+def exchange(node: NodeExchange, shards: list, bounds: list, index: int) -> np.ndarray:
+    """One exchange of ``node`` (index ``index``) with ``shards``, as the syncer makes it; returns the
+    global weights."""
+    sent, delta = node.take()
+    replies = [s.exchange(index, delta[a:b]) for s, (a, b) in zip(shards, bounds, strict=True)]
+    global_weights = np.concatenate([w for w, _ in replies])
+    node.rebase(sent, global_weights)
+    return global_weights
+
+
+def test_one_node_summed_moves_the_global_model_exactly_as_the_node():
+    start = np.arange(7, dtype=np.float32)
+    flat = torch.from_numpy(start.copy())
+    bounds = shard_bounds(7, 3)
+    shards = [shard(k, start[a:b], 1, combine_scale("sum", 1)) for k, (a, b) in enumerate(bounds)]
+    node = NodeExchange(flat, start)
+    for step in range(3):
+        flat += 0.5 * (step + 1)  # the workers' updates
+        before = flat.clone()
+        assert np.array_equal(exchange(node, shards, bounds, 0), before.numpy())
+        assert torch.equal(flat, before)  # the node itself is unchanged
+    assert [int(s.exchanges[0]) for s in shards] == [3, 3, 3]
+
+
+def test_a_rebase_keeps_what_the_workers_wrote_during_the_exchange():
+    flat = torch.zeros(4)
+    node = NodeExchange(flat, np.zeros(4, np.float32))
+    flat += 1.0
+    sent, delta = node.take()
+    assert np.array_equal(delta, np.ones(4, np.float32))
+    flat += 2.0  # written while the exchange was in flight
+    node.rebase(sent, np.full(4, 10.0, np.float32))  # the global model moved on with other nodes' changes
+    assert torch.equal(flat, torch.full((4,), 12.0))  # global + the in-flight progress
+    assert np.array_equal(node.base, np.full(4, 10.0, np.float32))
+    flat += 0.5
+    assert np.array_equal(node.take()[1], np.full(4, 2.5, np.float32))  # the next delta counts that progress
+
+
+@pytest.mark.parametrize("combine, expected", [("sum", 5.0), ("mean", 2.5)])
+def test_two_nodes_changes_are_summed_or_averaged(combine, expected):
+    shards = [shard(0, np.zeros(2, np.float32), 2, combine_scale(combine, 2))]
+    bounds = [(0, 2)]
+    flats = [torch.zeros(2), torch.zeros(2)]
+    nodes = [NodeExchange(f, np.zeros(2, np.float32)) for f in flats]
+    flats[0] += 2.0
+    flats[1] += 3.0
+    exchange(nodes[0], shards, bounds, 0)
+    global_weights = exchange(nodes[1], shards, bounds, 1)
+    assert np.allclose(global_weights, expected)
+    assert torch.allclose(flats[1], torch.full((2,), expected))
+
+
+def test_the_global_lag_counts_the_other_nodes_exchanges_since_a_nodes_last():
+    s = shard(0, np.zeros(1, np.float32), 3, 1.0)
+    delta = np.zeros(1, np.float32)
+    assert s.exchange(0, delta)[1] == 0
+    s.exchange(1, delta)
+    s.exchange(2, delta)
+    s.exchange(1, delta)
+    assert s.exchange(0, delta)[1] == 3  # three exchanges of others since node 0's last
+    assert s.exchange(0, delta)[1] == 0
+    assert s.exchange(1, delta)[1] == 2
+    assert s.exchanges.tolist() == [3, 3, 1]

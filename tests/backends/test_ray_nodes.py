@@ -1,0 +1,133 @@
+"""The Ray node mode (the default ``ray_mode``) on the module's loopback head: a node group trains and every
+one of its exchanges reaches every shard exactly once; a killed group is restarted by Ray and trains on, its
+counts kept; a hung shard fails the run naming it, with last.pt from the last sync. (Two nodes, and losing
+one, are tests/backends/test_ray_cluster.py's; the arithmetic is test_ray_exchange.py's.)"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, a3c_env, csv_rows, data_rows, read_json
+from tests.ray_head import WAIT_CAP_S, RayHead, actor_processes, assert_no_ray_left, end, join_head, wait_for
+
+__import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
+pytestmark = pytest.mark.slow
+
+from a3c.backends.ray.actors import INJECTED_HANG_TIMEOUT_S  # noqa: E402 - after the extra's guard
+
+CAP_S = 600  # --max-seconds and --hang-timeout: caps, never reached (each run is ended by the test or fails)
+EXIT_CAP_S = 120
+
+
+def start_run(tmp_path: Path, token: str, address: str, *args: str) -> subprocess.Popen:
+    """A two-worker CartPole run in node mode (two shards) that does not end by itself."""
+    command = "train --env CartPole-v1 --backend ray --workers 2 --target-return 1e9 --quiet --max-seconds "
+    command += f"{CAP_S} --hang-timeout {CAP_S} --ray-address {address} --run-dir {tmp_path / 'run'}"
+    command += " --set ray_shards=2 --set sync_interval=0.5"
+    with open(tmp_path / "stdout.txt", "w") as out, open(tmp_path / "stderr.txt", "w") as err:
+        argv = [sys.executable, "-m", "a3c", *command.split(), *args]
+        return subprocess.Popen(argv, cwd=ROOT, env=a3c_env(token), stdout=out, stderr=err,
+                                start_new_session=True)  # fmt: skip
+
+
+def workers_in_metrics(run_dir: Path) -> list[str]:
+    """The worker column of metrics.csv's complete rows so far."""
+    try:
+        lines = (run_dir / "metrics.csv").read_text().splitlines(keepends=True)[1:]
+    except OSError:
+        return []
+    return [line.split(",")[2] for line in lines if line.endswith("\n")]
+
+
+def interrupt(run: subprocess.Popen, err_path: Path) -> None:
+    run.send_signal(signal.SIGINT)
+    assert run.wait(timeout=EXIT_CAP_S) == 130, err_path.read_text()[-3000:]
+
+
+def last_sync_rows(run_dir: Path) -> dict[int, dict[str, str]]:
+    """sync.csv's last row per node."""
+    return {int(row["node"]): row for row in csv_rows(run_dir / "sync.csv")}
+
+
+def test_a_node_group_trains_and_each_exchange_reaches_every_shard_once(tmp_path, token, ray_address):
+    run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
+    run = start_run(tmp_path, token, ray_address)
+    try:
+        both = lambda: set(workers_in_metrics(run_dir)) == {"0", "1"} and data_rows(run_dir / "eval.csv")  # noqa: E731
+        wait_for(both, WAIT_CAP_S, "metrics of both workers and an evaluation", run, err)
+        assert (
+            len(actor_processes(token, "NodeGroup")) == 1 and len(actor_processes(token, "ParamShard")) == 2
+        )
+        assert not actor_processes(token, "RayWorker") and not actor_processes(token, "ParameterServer")
+        wait_for(lambda: data_rows(run_dir / "sync.csv") >= 1, WAIT_CAP_S, "a sync.csv row", run, err)
+        interrupt(run, err)
+    finally:
+        end(run)
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 0, (summary, err.read_text()[-3000:])
+    (row,) = last_sync_rows(run_dir).values()  # one node; its last row is written after its last exchange
+    assert int(row["workers"]) == 2 and int(row["exchanges"]) >= 1, row
+    assert row["exchanges"] == row["shard_exchanges_min"] == row["shard_exchanges_max"], row
+    assert int(row["global_lag_max"]) == 0, row  # one node: nobody else's exchanges between its own
+    assert_no_ray_left(token)
+
+
+def test_a_killed_node_group_is_restarted_and_trains_on_with_its_counts_kept(tmp_path, token, ray_address):
+    from a3c.rundir.resume import load_resume_checkpoint
+
+    run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
+    run = start_run(tmp_path, token, ray_address, "--set", "checkpoint_interval=1")
+    try:
+        both = lambda: set(workers_in_metrics(run_dir)) == {"0", "1"}  # noqa: E731
+        wait_for(both, WAIT_CAP_S, "both workers train", run, err)
+        (group,) = actor_processes(token, "NodeGroup")
+        wait_for(lambda: (run_dir / "checkpoints" / "last.pt").exists(), WAIT_CAP_S, "a checkpoint", run, err)
+        before = load_resume_checkpoint(run_dir)["global_step"]
+        os.kill(group, signal.SIGKILL)
+        lost = lambda: "warning: node group 0 died" in err.read_text()  # noqa: E731
+        wait_for(lost, WAIT_CAP_S, "the driver sees the lost group", run, err)
+        since = len(workers_in_metrics(run_dir))
+        trains = lambda: {"0", "1"} <= set(workers_in_metrics(run_dir)[since:])  # noqa: E731
+        wait_for(trains, WAIT_CAP_S, "the restarted group trains", run, err)
+        interrupt(run, err)
+    finally:
+        end(run)
+    stderr = err.read_text()
+    restarts = re.findall(r"warning: node group 0 died \(\w+\); Ray restarts it \((\d)/3\)", stderr)
+    assert restarts == ["1"], stderr[-3000:]
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, summary
+    after = load_resume_checkpoint(run_dir)
+    assert after["global_step"] == summary["total_steps"] > before  # the lost group's steps still count
+    steps = [int(r["global_step"]) for r in csv_rows(run_dir / "episodes.csv")]
+    assert steps[-1] > before
+    assert_no_ray_left(token)
+
+
+def test_a_hung_shard_fails_the_run_naming_it(tmp_path, token, ray_head: RayHead, monkeypatch):
+    from a3c.rundir.resume import load_resume_checkpoint
+
+    monkeypatch.setenv("A3C_TEST_HANG", "shard 0")  # the driver's side (its node holds it to the short wait)
+    address = join_head(ray_head, monkeypatch, token, A3C_TEST_HANG="shard 0")
+    run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
+    run = start_run(tmp_path, token, address, "--set", "checkpoint_interval=1")
+    try:
+        code = run.wait(timeout=WAIT_CAP_S + EXIT_CAP_S)
+    finally:
+        end(run)
+    stderr = err.read_text()
+    assert code == 1, stderr[-3000:]
+    assert "error: parameter shard 0 failed" in stderr, stderr[-3000:]
+    assert f"no answer within {INJECTED_HANG_TIMEOUT_S:g} s (hung)" in stderr, stderr[-3000:]
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] == "failed: parameter shard 0", summary
+    saved = load_resume_checkpoint(run_dir)  # the last sync: weights and counters of one instant
+    assert saved["global_step"] == summary["total_steps"] == int(saved["worker_steps"].sum())
+    assert_no_ray_left(token)
