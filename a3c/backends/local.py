@@ -20,15 +20,23 @@ STOP_GRACE_S = 3.0  # children get this long to exit after an interrupt or a fai
 FINAL_EVAL_GRACE_S = 60.0  # ... and this long when the evaluator still plays its final evaluation
 
 
-def worker_specs(shared: SharedState, ids: Iterable[int], resume_index: int) -> list[ChildSpec]:
-    """Workers ``ids`` (heartbeat slot = id); a restart gets a fresh seed from ``child_seed``."""
+def worker_specs(
+    shared: SharedState, ids: Iterable[int], resume_index: int, first_restart: int = 0
+) -> list[ChildSpec]:
+    """Workers ``ids`` (heartbeat slot = id); a restart gets a fresh seed from ``child_seed``, counted from
+    ``first_restart`` (a restarted Ray node group's workers: streams of their own)."""
     seed = shared.config.seed
     return [
         ChildSpec(
             f"worker {i}",
             i,
             worker_main,
-            lambda restart, conn, i=i: (i, shared, conn, child_seed(seed, i, restart, resume_index)),
+            lambda restart, conn, i=i: (
+                i,
+                shared,
+                conn,
+                child_seed(seed, i, first_restart + restart, resume_index),
+            ),
         )
         for i in ids
     ]

@@ -61,7 +61,7 @@ def driver(worker_1: Worker, drains: list[list[int]]) -> RayRun:
     drv._mirror_counters = lambda slots: None
     drv._kill_hung_workers = lambda ages: None
     drv._recheck_private = lambda slots: None  # a cluster of its own: tests/backends/test_ray_cluster.py
-    drv._eval_records = lambda: []
+    drv.eval_loop = SimpleNamespace(take=lambda: [])
     return drv
 
 

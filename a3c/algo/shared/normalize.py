@@ -171,7 +171,7 @@ class SharedObsStats:
         """Overwrite the slots, in place, with ``slot_arrays()`` of a twin; the own slots of the writers
         ``keep`` (0-based writer indices), if given, stay: their newest observations are here, not in the
         twin."""
-        kept = {keep + 1} if isinstance(keep, int) else {k + 1 for k in keep or ()}
+        kept = {int(keep) + 1} if isinstance(keep, (int, np.integer)) else {int(k) + 1 for k in keep or ()}
         rows = [i for i in range(len(self.counts)) if i not in kept]
         for target, source in zip((self.means, self.vars, self.counts), arrays, strict=True):
             values = torch.tensor(np.asarray(source), dtype=torch.float64)  # Ray hands arrays read-only

@@ -11,6 +11,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import ray
+
 from a3c.backends.ray.actors import ActorFailed
 from a3c.backends.ray.eval_actor import EvalActor
 from a3c.backends.ray.evaluation import RemoteEvaluator
@@ -39,13 +41,17 @@ class EvalLoop:
         # The thread keeps its own twin of the observation statistics (the trainer's are the checkpoint's,
         # written in the main thread).
         twin = RunStats.empty(shared.spaces.obs_shape, config.workers, config.obs_norm, False).obs
-        self.evaluator = RemoteEvaluator(
-            dataclasses.replace(shared, obs_stats=twin),
-            eval_seed,
-            best_mean,
-            ask_server=ask_server,
-            actor=self.actor,
-        )
+        try:
+            self.evaluator = RemoteEvaluator(
+                dataclasses.replace(shared, obs_stats=twin),
+                eval_seed,
+                best_mean,
+                ask_server=ask_server,
+                actor=self.actor,
+            )
+        except BaseException:  # e.g. eval.csv that cannot be opened: the actor must not outlive the run
+            ray.kill(self.actor, no_restart=True)
+            raise
         self.records: queue.Queue[EvalRecord | ErrorRecord] = queue.Queue()
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="a3c-ray-evaluator", daemon=True)

@@ -59,13 +59,14 @@ class NodeGroup:
         optimizer_state: dict[str, Any],
         base: list[int],
         stats: dict[str, Arrays],
-        times: tuple[float, int],
+        times: tuple[float, int, int],
     ) -> None:
         """Build the node's shared state from the shards' weights, ``optimizer_state``, the run's counts
         ``base`` [steps, updates, skipped] and statistics slots; start the workers and the syncer.
-        ``times``: the run's start time and resume index (the workers' seeds)."""
+        ``times``: the run's start time, resume index and this group's restarts (the workers' seeds: a
+        restarted group's workers take streams of their own)."""
         cfg = self.config
-        start_time, resume_index = times
+        start_time, resume_index, restarts = times
         shared = build_state(cfg, self.spaces, None, "the driver's model")
         self.shared = shared = dataclasses.replace(shared, start_time=start_time)
         flat = flat_view(shared.model)
@@ -78,15 +79,16 @@ class NodeGroup:
         self.records: list[Any] = []
         self.supervisor = Supervisor(
             child_context(),
-            worker_specs(shared, self.ids, resume_index),
+            worker_specs(shared, self.ids, resume_index, first_restart=restarts << 16),
             shared.heartbeats,
             self.records.append,
             cfg.max_restarts,
             cfg.hang_timeout,
         )
-        self.supervisor.start_all()
+        # The syncer's base is taken before any worker writes: every update reaches the global model.
         self.syncer = Syncer(self.index, flat, self.shards, self.bounds, cfg.sync_interval, self.timeout,
                              on_failure=self._shard_failed)  # fmt: skip
+        self.supervisor.start_all()
         self.syncer.start()
         self.started = True
 
@@ -116,8 +118,11 @@ class NodeGroup:
         failure = self.supervisor.failure
         if self.syncer.failure is not None:
             shard, why = self.syncer.failure
-            why = f"node {self.index}: parameter shard {shard} failed an exchange: {why}"
-            failure = ErrorRecord(f"parameter shard {shard}", why)
+            if shard < 0:  # the syncer itself
+                failure = ErrorRecord(f"node {self.index}", f"node group {self.index}: {why}")
+            else:
+                why = f"node {self.index}: parameter shard {shard} failed an exchange: {why}"
+                failure = ErrorRecord(f"parameter shard {shard}", why)
         return {
             "incarnation": self.incarnation,
             "started": True,

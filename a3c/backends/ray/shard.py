@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import ray
 import torch
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import RayActorError, RayError
 
 from a3c.backends.ray.actors import injected_hang
 
@@ -40,8 +40,8 @@ def collect(refs: list[Any], timeout: float) -> list[Any]:
             replies.append(ray.get(ref, timeout=0))  # ready: no wait
         except RayActorError as exc:
             raise ShardFailed(k, f"died ({type(exc).__name__})") from None
-        except RayTaskError as exc:
-            raise ShardFailed(k, str(exc)[-2000:]) from None
+        except RayError as exc:  # its own error, or the object lost on the way
+            raise ShardFailed(k, f"{type(exc).__name__}: {str(exc)[-2000:]}") from None
     return replies
 
 

@@ -32,30 +32,28 @@ class SyncLog:
     """sync.csv: per node, its exchanges so far and, over the rows' interval, its global policy lag (other
     nodes' exchanges between two of its own) and its exchange round trip."""
 
-    def __init__(
-        self, path: Path, groups: list[list[int]], start_time: float, shards: list[Any], timeout: float
-    ):
+    def __init__(self, path: Path, groups: list[list[int]], start_time: float):
         self.log, self.groups, self.start_time = CsvLog(path, SYNC_COLUMNS), groups, start_time
-        self.shards, self.timeout = shards, timeout
         self.lags: list[list[int]] = [[] for _ in groups]
         self.round_trips: list[list[float]] = [[] for _ in groups]
         self.exchanges = [0] * len(groups)
         self.written = time.monotonic()
 
-    def add(self, node: int, reply: dict[str, Any], carried: int) -> None:
-        """Take a node's drain ``reply``; ``carried``: exchanges of its lost incarnations."""
+    def add(self, node: int, reply: dict[str, Any]) -> None:
+        """Take a node's drain ``reply`` (its exchanges: lost incarnations' included)."""
         self.lags[node] += reply["lags"]
         self.round_trips[node] += reply["round_trips"]
-        self.exchanges[node] = carried + reply["exchanges"]
+        self.exchanges[node] = reply["exchanges"]
 
-    def write_due(self, force: bool = False) -> None:
-        """A row per node once SYNC_ROW_S has passed (or now, with ``force``)."""
+    def write_due(self, shards: list[Any], timeout: float, force: bool = False) -> None:
+        """A row per node once SYNC_ROW_S has passed (or now, with ``force``), with what ``shards`` applied
+        (read within ``timeout`` s; -1 when a shard does not answer)."""
         if not force and time.monotonic() - self.written < SYNC_ROW_S:
             return
         self.written = time.monotonic()
         wall = round(time.time() - self.start_time, 3)
         try:  # what the shards applied, per node: each exchange of a node reaches every shard once
-            replies = ray.get([s.counts.remote() for s in self.shards], timeout=self.timeout)
+            replies = ray.get([s.counts.remote() for s in shards], timeout=timeout)
             counts = np.stack([c for c, _ in replies])
         except (GetTimeoutError, RayActorError):
             counts = np.full((1, len(self.groups)), -1)  # a lost shard: the run is failing anyway
@@ -67,6 +65,5 @@ class SyncLog:
             self.lags[i], self.round_trips[i] = [], []
 
     def close(self) -> None:
-        """The last rows, then close the file."""
-        self.write_due(force=True)
+        """Close the file (the last rows are written by the driver while the shards still live)."""
         self.log.close()

@@ -43,10 +43,14 @@ class Syncer:
 
     def _loop(self) -> None:
         due = time.monotonic() + self.interval
-        while not self.stop_event.wait(max(due - time.monotonic(), 0.0)):
-            due = max(due + self.interval, time.monotonic())  # a late exchange does not bunch the next ones
-            if not self.exchange_once():
-                return
+        try:
+            while not self.stop_event.wait(max(due - time.monotonic(), 0.0)):
+                due = max(due + self.interval, time.monotonic())  # a late one does not bunch the next ones
+                if not self.exchange_once():
+                    return
+        except Exception as exc:  # noqa: BLE001 - a syncer that ends must say why, or the node trains alone
+            self.failure = (-1, f"the syncer failed: {type(exc).__name__}: {exc}")
+            self.on_failure()
 
     def exchange_once(self) -> bool:
         """One exchange with every shard in parallel; False once a shard failed (now or before)."""

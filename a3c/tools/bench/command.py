@@ -169,8 +169,8 @@ def _backends(opts: dict) -> None:
     from a3c.tools.bench.backends import compare_backends
     from envs import inspect_env
 
-    if opts["env_ids"] or opts["suite"] or opts["server_load"]:
-        raise BadInput("--backends: not allowed with --env, --suite or --server-load; expected one mode")
+    if opts["env_ids"] or opts["suite"] or opts["server_load"] or opts["shard_load"]:
+        raise BadInput("--backends: not allowed with --env, --suite or a load test; expected one mode")
     _positive("--repeats", opts["repeats"], integer=True)
     inspect_env(opts["backends_env"])  # an unknown id is bad input before anything runs
     results = compare_backends(opts["backends_env"], opts["seconds"], opts["repeats"], opts["out"])

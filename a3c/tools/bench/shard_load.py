@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from a3c.core.errors import BadInput
+from a3c.tools.bench.report import fmt
 from a3c.tools.bench.server_load import (
     CALL_TIMEOUT_S,
     STARTUP_TIMEOUT_S,
@@ -143,7 +144,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(
             f"| {r['shards']} | {r['nodes']} | {r['interval_s']:g} | {r['exchanges_per_s']:.2f} "
             f"({r['expected_per_s']:.2f}) | {r['node_rate_min']:.2f}–{r['node_rate_max']:.2f} | "
-            f"{r['round_trip_p50_ms']:.1f} / {r['round_trip_p99_ms']:.1f} | {r['shard_cpu_mean']:.3f} / "
+            f"{fmt(r['round_trip_p50_ms'])} / {fmt(r['round_trip_p99_ms'])} | {r['shard_cpu_mean']:.3f} / "
             f"{r['shard_cpu_max']:.3f} | {'—' if per is None else f'{per:.2f}'} |"
         )
     return "\n".join(lines)
@@ -192,9 +193,10 @@ def run_shard_load(plan: ShardPlan, out_dir: Path, log=print) -> dict[str, Any]:
     finally:
         ray.shutdown()
     results["load_after"] = os.getloadavg()
-    results["markdown"] = markdown(results)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"shard-load-{plan.model}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    write_json(path, results)  # first: the numbers survive a bug below
+    results["markdown"] = markdown(results)
     write_json(path, results)
     results["path"] = str(path)
     return results

@@ -1,0 +1,224 @@
+"""The driver's node group actors (Ray node mode): one per Ray node, their start, their drains every tick,
+their liveness and the run's counts they hold.
+
+Liveness, per group: a call that fails as *unavailable* may be transient (the actor can still be alive), so
+a loss is counted when a group is seen dead (``ActorDiedError``), killed as hung, or answers as a new
+incarnation; the counts of a lost incarnation are carried over only when its successor answers (never
+twice). A new incarnation is sent ``start`` (the trainer's optimizer moments of the last checkpoint, the
+run's counts, the statistics); a start that fails, or a group that does not start or come back within
+STARTUP_TIMEOUT_S + ``hang_timeout``, fails the run naming it.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import ray
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from a3c.backends.ray.actors import STARTUP_TIMEOUT_S, wait_limit
+from a3c.backends.ray.node import NodeGroup
+from a3c.backends.ray.stats import RunStats
+from a3c.core.records import ErrorRecord
+from a3c.runtime.state import SharedState
+
+STOP_WAIT_S = 10.0  # a group's stop (its workers' last update, its last exchange), beyond its grace
+
+
+def cpu_nodes() -> list[str]:
+    """The ids of the cluster's live nodes that have CPUs, in a stable order."""
+    return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0)
+
+
+@dataclass
+class Watch:
+    """The driver's view of one group."""
+
+    incarnation: str | None = None  # the last one that answered
+    started: str | None = None  # the incarnation that reported itself started
+    start_sent: str | None = None  # the incarnation the last start went to
+    start_ref: Any = None
+    start_sent_at: float = 0.0
+    down_since: float | None = None  # the first failed call since the last answer
+    loss_counted: bool = False  # the current loss is counted (seen dead, or killed)
+    failed: bool = False  # reported as the run's failure: not again
+    restarts: int = 0
+    worker_restarts: int = 0  # inside its lost incarnations
+    live_worker_restarts: int = 0  # inside the current one
+    exchanges: int = 0  # of its lost incarnations
+    live_exchanges: int = 0  # of the current one
+
+    def starting(self) -> bool:
+        """Whether the start-up allowance applies to a wait on it."""
+        return self.started is None or self.started != self.incarnation or self.down_since is not None
+
+
+class NodeGroups:
+    """Node group ``i`` on Ray node ``node_ids[i]`` runs workers ``groups[i]``. ``trainer``: the trainer's
+    shared state (config, spaces, its optimizer and counters: what a group starts from); ``cluster``: the
+    run's statistics (all slots); ``lock``: held while the counts or ``cluster`` change (the evaluator
+    thread reads them)."""
+
+    def __init__(
+        self, trainer: SharedState, node_ids: list[str], shards: list[Any], bounds: list[tuple[int, int]],
+        cluster: RunStats, lock: threading.Lock, resume_index: int,
+    ):  # fmt: skip
+        config = self.config = trainer.config
+        self.trainer, self.cluster, self.lock = trainer, cluster, lock
+        self.times = (trainer.start_time, resume_index)
+        split = np.array_split(np.arange(config.workers), len(node_ids))
+        self.groups = [list(map(int, ids)) for ids in split]
+        self.actors = [
+            NodeGroup.options(
+                max_restarts=config.max_restarts,
+                max_task_retries=0,
+                # soft: a group whose node died is restarted on another (then shares its CPUs)
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True),
+            ).remote(i, ids, config.to_dict(), trainer.spaces, shards, bounds)
+            for i, (node, ids) in enumerate(zip(node_ids, self.groups, strict=True))
+        ]
+        self.watch = [Watch() for _ in self.actors]
+        self.slots = np.zeros((3, config.workers), np.int64)  # the current incarnations' counts, per worker
+        self.carried = np.zeros((3, config.workers), np.int64)  # their lost incarnations' counts
+        self.stopping = False  # no start is sent, and no group restarted, once the run stops
+
+    @property
+    def restarts(self) -> int:
+        """Group restarts and worker restarts inside groups, so far."""
+        return sum(w.restarts + w.worker_restarts + w.live_worker_restarts for w in self.watch)
+
+    def counts(self) -> np.ndarray:
+        """The run's counts per worker [3 (steps, updates, skipped), workers], this segment."""
+        return self.carried + self.slots
+
+    def drain(self, timeout: float) -> tuple[list[Any], list[tuple[int, dict[str, Any]]]]:
+        """Drain every group (waiting up to ``timeout`` s on each one's workers): (records, [(group, its
+        reply)] of the groups that answered started); a group past its budget is an ErrorRecord."""
+        with self.lock:
+            mirror, arrays = self.counts(), self.cluster.arrays()
+        refs = [actor.drain.remote(timeout, mirror, arrays) for actor in self.actors]
+        records: list[Any] = []
+        replies = []
+        for i, ref in enumerate(refs):
+            reply = self._answer(i, ref, timeout, records)
+            if reply is not None:
+                replies.append((i, reply))
+        return records, replies
+
+    def _answer(self, i: int, ref: Any, timeout: float, records: list[Any]) -> dict[str, Any] | None:
+        w = self.watch[i]
+        limit = timeout + wait_limit(self.config.hang_timeout, w.starting(), hanging=f"node {i}")
+        try:
+            reply = ray.get(ref, timeout=limit)
+        except GetTimeoutError:
+            if not self.stopping:
+                ray.kill(self.actors[i], no_restart=False)
+                self._lost(i, f"did not answer within {limit:g} s (hung) and was killed", records)
+            return None
+        except ActorUnavailableError:  # perhaps transient: counted once a successor answers, or too late
+            w.down_since = w.down_since or time.monotonic()
+            self._overdue(i, w.down_since, "did not come back", records)
+            return None
+        except RayActorError as exc:
+            self._lost(i, f"died ({type(exc).__name__})", records)
+            return None
+        if w.incarnation is not None and reply["incarnation"] != w.incarnation:
+            if not w.loss_counted:
+                self._lost(i, "was restarted", records)
+            self._carry(i)
+        w.incarnation, w.down_since, w.loss_counted = reply["incarnation"], None, False
+        if not reply["started"]:
+            self._start(i, records)
+            return None
+        w.started, w.live_worker_restarts = reply["incarnation"], reply["restarts"]
+        with self.lock:
+            self.slots[:, self.groups[i]] = reply["slots"]
+            for worker, own in reply["stats"].items():
+                self.cluster.load_own(worker, own)
+        w.live_exchanges = reply["exchanges"]
+        reply["exchanges"] += w.exchanges
+        return reply
+
+    def _lost(self, i: int, why: str, records: list[Any]) -> None:
+        """Count group ``i``'s loss once; past ``max_restarts``, or down too long, an ErrorRecord."""
+        w = self.watch[i]
+        w.down_since = w.down_since or time.monotonic()
+        if w.loss_counted:
+            self._overdue(i, w.down_since, "did not come back", records)
+            return
+        w.loss_counted = True
+        w.restarts += 1
+        if w.restarts > self.config.max_restarts:
+            self._fail(i, f"node group {i} {why}; past its restart budget", records)
+        elif not self.stopping:
+            budget = f"{w.restarts}/{self.config.max_restarts}"
+            print(f"warning: node group {i} {why}; Ray restarts it ({budget})", file=sys.stderr, flush=True)
+
+    def _carry(self, i: int) -> None:
+        """A new incarnation of group ``i`` answered: its predecessor's counts are kept, once."""
+        w, ids = self.watch[i], self.groups[i]
+        with self.lock:
+            self.carried[:, ids] += self.slots[:, ids]
+            self.slots[:, ids] = 0
+        w.worker_restarts += w.live_worker_restarts
+        w.live_worker_restarts = 0
+        w.exchanges += w.live_exchanges
+        w.live_exchanges = 0
+
+    def _start(self, i: int, records: list[Any]) -> None:
+        """Send the current incarnation of group ``i`` its start once; report a start that failed or
+        takes too long."""
+        w = self.watch[i]
+        if self.stopping:
+            return
+        if w.start_sent != w.incarnation:
+            optimizer = self.trainer.optimizer.state_dict()
+            with self.lock:
+                base = self.trainer.counters.base.numpy() + self.carried[:, self.groups[i]].sum(axis=1)
+                stats = self.cluster.arrays()
+            counts = [int(v) for v in base]
+            w.start_ref = self.actors[i].start.remote(optimizer, counts, stats, (*self.times, w.restarts))
+            w.start_sent, w.start_sent_at = w.incarnation, time.monotonic()
+            return
+        if ray.wait([w.start_ref], timeout=0)[0]:
+            try:
+                ray.get(w.start_ref, timeout=0)  # ready: no wait
+            except RayActorError:
+                return  # it died starting: seen as a loss by the next drain
+            except Exception as exc:  # noqa: BLE001 - the group's own error: the run fails naming it
+                self._fail(i, f"node group {i} could not start: {str(exc)[-2500:]}", records)
+                return
+        self._overdue(i, w.start_sent_at, "did not start", records)
+
+    def _overdue(self, i: int, since: float, what: str, records: list[Any]) -> None:
+        limit = STARTUP_TIMEOUT_S + self.config.hang_timeout
+        if time.monotonic() - since > limit:
+            self._fail(i, f"node group {i} {what} within {limit:g} s", records)
+
+    def _fail(self, i: int, message: str, records: list[Any]) -> None:
+        if not self.watch[i].failed:
+            self.watch[i].failed = True
+            records.append(ErrorRecord(f"node {i}", message))
+
+    def optimizer_state(self) -> dict[str, np.ndarray] | None:
+        """The optimizer moments of the first group that answers started (None: none does)."""
+        for actor in self.actors:
+            try:
+                moments = ray.get(actor.optimizer_state.remote(), timeout=self.config.hang_timeout)
+            except (GetTimeoutError, RayActorError):
+                continue  # a lost group: the next one's
+            if moments is not None:
+                return moments
+        return None
+
+    def stop(self, reason: int) -> None:
+        """Stop every group (its workers, then its last exchange), waiting a bounded time."""
+        self.stopping = True
+        stops = [actor.stop.remote(reason) for actor in self.actors]
+        ray.wait(stops, num_returns=len(stops), timeout=STOP_WAIT_S + self.config.hang_timeout)
