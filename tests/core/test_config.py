@@ -328,6 +328,8 @@ def test_fields_with_choices_allow_exactly_them():
         "gaussian_std",
         "squash",
         "backend",
+        "ray_mode",
+        "sync_combine",
     }
     for f in choice_fields:
         assert f.default in f.metadata["choices"], f.name

@@ -172,6 +172,7 @@ NONE_MEANS["group_by"] = "one per env and config"  # a3c plot --group-by KEY
 NONE_MEANS |= {"storage": "study.db", "study_dir": "runs/tune/<env-id>", "space_items": "docs/tune.md"}
 NONE_MEANS["fmt"] = "onnx"  # a3c export --format: from the output's suffix, else onnx
 NONE_MEANS |= {"seeds": "5; races: 3", "peer": "zoo; default with --suite", "env_ids": "CartPole bench"}
+NONE_MEANS["backends_env"] = "none"  # a3c bench --backends ENV: off unless given
 
 
 def shown_default(help_text: str) -> str | None:

@@ -72,7 +72,7 @@ def _positive(name: str, value: float, integer: bool = False) -> None:
     default=None,
     metavar="ENV",
     help="Instead: the local and Ray (node mode) backends side by side on ENV's preset, --repeats "
-    "alternating pairs of --seconds each (extra `ray`).",
+    "alternating pairs of --seconds each (extra `ray`).  [default: none]",
 )
 @click.option(
     "--server-load",
