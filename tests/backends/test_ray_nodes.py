@@ -101,7 +101,7 @@ def test_a_killed_node_group_is_restarted_and_trains_on_with_its_counts_kept(tmp
         end(run)
     stderr = err.read_text()
     restarts = re.findall(
-        r"warning: node group 0 (?:died \(\w+\)|was restarted); Ray restarts it \((\d)/3\)", stderr
+        r"warning: node group 0 (?:died \(\w+\)|was restarted); restarting it \((\d)/3\)", stderr
     )
     assert restarts == ["1"], stderr[-3000:]
     summary = read_json(run_dir / "summary.json")

@@ -2,11 +2,12 @@
 their liveness and the run's counts they hold.
 
 Liveness, per group: a call that fails as *unavailable* may be transient (the actor can still be alive), so
-a loss is counted when a group is seen dead (``ActorDiedError``), killed as hung, or answers as a new
-incarnation; the counts of a lost incarnation are carried over only when its successor answers (never
-twice). A new incarnation is sent ``start`` (the trainer's optimizer moments of the last checkpoint, the
-run's counts, the statistics); a start that fails, or a group that does not start or come back within
-STARTUP_TIMEOUT_S + ``hang_timeout``, fails the run naming it.
+a loss is counted when a group is seen dead (``ActorDiedError``), or does not answer for ``hang_timeout`` s;
+the driver then replaces it (Ray does not restart groups: a group is pinned to its node, and a lost node's
+group goes to the driver's node). The counts of a lost incarnation are carried over only when its successor
+answers (never twice). A new incarnation is sent ``start`` (the trainer's optimizer moments of the last
+checkpoint, the run's counts, the statistics); a start that fails, or a group that does not start or come
+back within STARTUP_TIMEOUT_S + ``hang_timeout``, fails the run naming it.
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ STOP_WAIT_S = 10.0  # a group's stop (its workers' last update, its last exchang
 
 
 def cpu_nodes() -> list[str]:
-    """The ids of the cluster's live nodes that have CPUs, in a stable order."""
-    return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0)
+    """The ids of the cluster's live nodes that have CPUs: the driver's own first (group 0 runs next to
+    the shards and the evaluator), then the others in a stable order."""
+    here = ray.get_runtime_context().get_node_id()
+    nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
+    return sorted(nodes, key=lambda node: (node != here, node))
 
 
 @dataclass
@@ -74,19 +78,30 @@ class NodeGroups:
         self.times = (trainer.start_time, resume_index)
         split = np.array_split(np.arange(config.workers), len(node_ids))
         self.groups = [list(map(int, ids)) for ids in split]
-        self.actors = [
-            NodeGroup.options(
-                max_restarts=config.max_restarts,
-                max_task_retries=0,
-                # soft: a group whose node died is restarted on another (then shares its CPUs)
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True),
-            ).remote(i, ids, config.to_dict(), trainer.spaces, shards, bounds)
-            for i, (node, ids) in enumerate(zip(node_ids, self.groups, strict=True))
-        ]
+        self.node_ids, self.spawn_args = list(node_ids), (config.to_dict(), trainer.spaces, shards, bounds)
+        self.actors = [self._spawn(i) for i in range(len(node_ids))]
         self.watch = [Watch() for _ in self.actors]
         self.slots = np.zeros((3, config.workers), np.int64)  # the current incarnations' counts, per worker
         self.carried = np.zeros((3, config.workers), np.int64)  # their lost incarnations' counts
         self.stopping = False  # no start is sent, and no group restarted, once the run stops
+
+    def _spawn(self, i: int) -> Any:
+        """A new actor for group ``i`` on Ray node ``node_ids[i]``, there or nowhere (Ray's soft affinity put
+        groups meant for two nodes on one). Ray does not restart it: ``_replace`` does."""
+        return NodeGroup.options(
+            max_restarts=0,
+            max_task_retries=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_ids[i], soft=False),
+        ).remote(i, self.groups[i], *self.spawn_args)
+
+    def _replace(self, i: int) -> None:
+        """Kill group ``i``'s actor (dead, or hung) and start a new one: on its node if that is alive, else
+        on the driver's (where it shares the CPUs)."""
+        ray.kill(self.actors[i], no_restart=True)
+        alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+        if self.node_ids[i] not in alive:
+            self.node_ids[i] = ray.get_runtime_context().get_node_id()
+        self.actors[i] = self._spawn(i)
 
     @property
     def restarts(self) -> int:
@@ -118,7 +133,6 @@ class NodeGroups:
             reply = ray.get(ref, timeout=limit)
         except GetTimeoutError:
             if not self.stopping:
-                ray.kill(self.actors[i], no_restart=False)
                 self._lost(i, f"did not answer within {limit:g} s (hung) and was killed", records)
             return None
         except ActorUnavailableError:  # perhaps transient: counted once a successor answers, or too late
@@ -158,7 +172,8 @@ class NodeGroups:
             self._fail(i, f"node group {i} {why}; past its restart budget", records)
         elif not self.stopping:
             budget = f"{w.restarts}/{self.config.max_restarts}"
-            print(f"warning: node group {i} {why}; Ray restarts it ({budget})", file=sys.stderr, flush=True)
+            print(f"warning: node group {i} {why}; restarting it ({budget})", file=sys.stderr, flush=True)
+            self._replace(i)
 
     def _carry(self, i: int) -> None:
         """A new incarnation of group ``i`` answered: its predecessor's counts are kept, once."""
