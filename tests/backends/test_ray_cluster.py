@@ -359,8 +359,8 @@ def sync_rows(run_dir: Path) -> list[dict[str, str]]:
 
 def test_node_mode_runs_a_group_on_each_of_two_nodes_and_outlives_losing_one(tmp_path, token, ray_token):
     """Node mode (the default): one node group on each ``ray start`` node, each exchanging with the shards
-    (which stay next to the driver, on the head); the second node dies, the driver starts its group again on
-    the head and its worker trains on; every exchange of the group that was never lost reached every
+    (which stay on the head); the second node dies, the driver starts its group again on the head and its
+    worker trains on; every exchange of the group that was never lost reached every
     shard."""
     temp_root = Path(tempfile.mkdtemp(prefix="a3c-ray-", dir="/tmp"))  # short: Unix socket paths are capped
     port = free_port()
@@ -385,7 +385,7 @@ def test_node_mode_runs_a_group_on_each_of_two_nodes_and_outlives_losing_one(tmp
         wait_for(training, WAIT_CAP_S, "the three workers train", run, err_path)
         _, placed = placement(token, address)
         assert placed["NodeGroup"] == [("head", 0), ("second", 0)], placed
-        assert placed["ParamShard"] == placed["EvalActor"] == [("head", 0)], placed  # next to the driver
+        assert placed["ParamShard"] == placed["EvalActor"] == [("head", 0)], placed
         both = lambda: {r["node"] for r in sync_rows(run_dir) if int(r["exchanges"]) > 0} == {"0", "1"}  # noqa: E731
         wait_for(both, WAIT_CAP_S, "both groups exchange", run, err_path)
 

@@ -27,7 +27,7 @@ from a3c.backends.ray.actors import ActorFailed, wait_limit, writable_tensor
 from a3c.backends.ray.cluster import check_private, connect
 from a3c.backends.ray.eval_loop import EvalLoop
 from a3c.backends.ray.exchange import combine_scale, shard_bounds
-from a3c.backends.ray.node_groups import NodeGroups, cpu_nodes
+from a3c.backends.ray.node_groups import NodeGroups, cpu_nodes, head_node
 from a3c.backends.ray.shard import ParamShard, ShardFailed, gather
 from a3c.backends.ray.stats import RunStats
 from a3c.backends.ray.sync_log import SyncLog
@@ -53,9 +53,9 @@ class NodeRun:
             flat = flat_view(shared.model).detach().numpy().copy()
             self.bounds = shard_bounds(flat.size, cfg.ray_shards)
             scale = combine_scale(cfg.sync_combine, len(nodes))
-            # The shards and the evaluator next to the driver: the shards hold the only copy of the weights,
-            # and a node that dies must not take one with it.
-            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+            # The shards and the evaluator on the head: the shards hold the only copy of the weights, and a
+            # node that dies must not take one with it.
+            here = NodeAffinitySchedulingStrategy(head_node(), soft=False)
             for k, (a, b) in enumerate(self.bounds):
                 self.shards.append(
                     ParamShard.options(scheduling_strategy=here).remote(k, flat[a:b], len(nodes), scale)

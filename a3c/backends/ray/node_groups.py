@@ -4,7 +4,7 @@ their liveness and the run's counts they hold.
 Liveness, per group: a call that fails as *unavailable* may be transient (the actor can still be alive), so
 a loss is counted when a group is seen dead (``ActorDiedError``), or does not answer for ``hang_timeout`` s;
 the driver then replaces it (Ray does not restart groups: a group is pinned to its node, and a lost node's
-group goes to the driver's node). The counts of a lost incarnation are carried over only when its successor
+group goes to the head node). The counts of a lost incarnation are carried over only when its successor
 answers (never twice). A new incarnation is sent ``start`` (the trainer's optimizer moments of the last
 checkpoint, the run's counts, the statistics); a start that fails, or a group that does not start or come
 back within STARTUP_TIMEOUT_S + ``hang_timeout``, fails the run naming it.
@@ -32,12 +32,21 @@ from a3c.runtime.state import SharedState
 STOP_WAIT_S = 10.0  # a group's stop (its workers' last update, its last exchange), beyond its grace
 
 
+HEAD_RESOURCE = "node:__internal_head__"  # Ray gives the head node this resource
+
+
+def head_node() -> str:
+    """The id of the cluster's head node (where a3c's driver runs, docs/ray.md), else the driver's own."""
+    heads = [n["NodeID"] for n in ray.nodes() if n["Alive"] and HEAD_RESOURCE in n["Resources"]]
+    return heads[0] if heads else ray.get_runtime_context().get_node_id()
+
+
 def cpu_nodes() -> list[str]:
-    """The ids of the cluster's live nodes that have CPUs: the driver's own first (group 0 runs next to
-    the shards and the evaluator), then the others in a stable order."""
-    here = ray.get_runtime_context().get_node_id()
+    """The ids of the cluster's live nodes that have CPUs: the head first (group 0 runs next to the shards
+    and the evaluator), then the others in a stable order."""
+    head = head_node()
     nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0]
-    return sorted(nodes, key=lambda node: (node != here, node))
+    return sorted(nodes, key=lambda node: (node != head, node))
 
 
 @dataclass
@@ -96,11 +105,11 @@ class NodeGroups:
 
     def _replace(self, i: int) -> None:
         """Kill group ``i``'s actor (dead, or hung) and start a new one: on its node if that is alive, else
-        on the driver's (where it shares the CPUs)."""
+        on the head (where it shares the CPUs)."""
         ray.kill(self.actors[i], no_restart=True)
         alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
         if self.node_ids[i] not in alive:
-            self.node_ids[i] = ray.get_runtime_context().get_node_id()
+            self.node_ids[i] = head_node()
         self.actors[i] = self._spawn(i)
 
     @property
