@@ -296,7 +296,7 @@ class Config:
         metadata={"help": "ray node mode: seconds between a node's exchanges with the global model"},
     )
     sync_combine: str = field(
-        default="sum",
+        default="mean",
         metadata={
             "help": "ray node mode: how nodes' parameter changes combine in the global model: sum (as more "
             "A3C workers would) or mean (each change divided by the node count)",
