@@ -410,7 +410,9 @@ def test_node_mode_runs_a_group_on_each_of_two_nodes_and_outlives_losing_one(tmp
     last = {r["node"]: r for r in sync_rows(run_dir)}  # written after every group's last exchange
     assert last["0"]["exchanges"] == last["0"]["shard_exchanges_min"] == last["0"]["shard_exchanges_max"]
     assert last["0"]["workers"] == "2" and last["1"]["workers"] == "1"
-    assert int(last["1"]["exchanges"]) > 0 and int(last["1"]["global_lag_max"]) >= 0
+    assert int(last["1"]["exchanges"]) > 0
+    # Two groups: each saw the other's exchanges between two of its own.
+    assert max(int(r["global_lag_max"]) for r in sync_rows(run_dir) if r["node"] == "0") >= 1
     print(f"sync.csv:\n{(run_dir / 'sync.csv').read_text()}")  # shown by pytest -s (the issue note quotes it)
     left = left_behind(token, timeout=RAY_SHUTDOWN_S)
     assert not left, f"outlived the test's cluster: {describe(left)}"

@@ -67,7 +67,12 @@ def groups(*scripts: list[Ref]) -> NodeGroups:
     g.slots = np.zeros((3, WORKERS), np.int64)
     g.carried = np.zeros((3, WORKERS), np.int64)
     g.stopping = False
-    g._replace = lambda i: None  # the stand-in answers as its successor too
+    g.pending = [None] * len(scripts)
+
+    def replace(i: int) -> None:  # the stand-in answers as its successor too
+        g.watch[i].generation += 1
+
+    g._replace = replace
     return g
 
 
@@ -151,6 +156,16 @@ def test_past_its_restart_budget_a_group_fails_the_run_naming_it():
     records = drain(g, len(script))
     (error,) = records
     assert error.source == "node 0" and "past its restart budget" in error.traceback
+
+
+def test_a_replacement_that_dies_before_it_answers_is_a_new_loss(capsys):
+    died = Ref(error=ActorDiedError())
+    g = groups(
+        [reply("a", [0, 0], started=False), reply("a", [5, 5]), died, died, reply("c", [0, 0], started=False)]
+    )
+    assert drain(g, 5) == []
+    assert g.watch[0].restarts == 2  # the first actor's death, then its replacement's
+    assert capsys.readouterr().err.count("warning: node group 0 died") == 2
 
 
 def test_a_start_that_fails_fails_the_run_naming_the_group():

@@ -21,7 +21,7 @@ import torch
 
 from a3c.algo.shared.flat import flat_view
 from a3c.backends.local import worker_specs
-from a3c.backends.ray.actors import STARTUP_TIMEOUT_S, injected_hang
+from a3c.backends.ray.actors import STARTUP_TIMEOUT_S
 from a3c.backends.ray.shard import gather
 from a3c.backends.ray.stats import Arrays, RunStats
 from a3c.backends.ray.syncer import Syncer
@@ -102,7 +102,6 @@ class NodeGroup:
         """Supervise the workers for up to ``wait_s`` s; take the run's counter ``slots`` [3, workers] and
         statistics for the other nodes' workers; return this node's records, own slots and statistics,
         exchange counts and the failure that ends the run, if any."""
-        injected_hang(f"node {self.index}")
         if not self.started:
             return {"incarnation": self.incarnation, "started": False}
         self.supervisor.poll(wait_s, stopped=self.shared.stop.is_set)

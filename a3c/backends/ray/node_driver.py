@@ -2,7 +2,7 @@
 node (workers split evenly), the global weights in ``ray_shards`` ``ParamShard`` actors, the evaluator
 thread of both modes (``EvalLoop``). Used by ``Trainer`` as its Backend.
 
-Every trainer tick the driver drains each group (``NodeGroups``: records, counts, statistics, restarts).
+Every DRAIN_S the driver drains each group (``NodeGroups``: records, counts, statistics, restarts).
 A shard holds the only copy of its slice of the weights and is not restarted: a shard that fails an
 exchange (or a read) ends the run, naming it, with ``last.pt`` from the last checkpoint (its counts too).
 """
@@ -37,6 +37,7 @@ from a3c.runtime.state import SharedState
 # The groups are drained this often (the trainer polls every 0.1 s): a drain is a Ray call on both sides,
 # and at 0.1 s the driver and a group's actor took about 8% of a core each (top, CartPole 2 x 16).
 DRAIN_S = 0.25
+STOP_DRAIN_S = 10.0  # the last drains after the groups stopped, each
 
 
 class NodeRun:
@@ -72,7 +73,8 @@ class NodeRun:
             # A failed shard's record: the weights are lost past the last checkpoint, whose counts these are.
             self.shard_failure: ErrorRecord | None = None
             self.synced = np.zeros((3, cfg.workers), np.int64)
-            self.nodes_stopped: list[Any] | None = None  # the records of the groups' stop, once stopped
+            self.groups_stopped = False
+            self.unsent: list[Any] = []  # the groups' last records, until handed to the trainer
             self.next_drain = 0.0
             self.sync_log = SyncLog(self.run_dir / "sync.csv", self.groups.groups, shared.start_time)
             self.scratch = build_model(cfg, shared.spaces)  # the finite check's copy of the global weights
@@ -122,8 +124,8 @@ class NodeRun:
         self.next_drain = time.monotonic() + DRAIN_S
         return self._drain()
 
-    def _drain(self) -> list[Any]:
-        records, replies = self.groups.drain(0.0)
+    def _drain(self, wait: float = 0.0) -> list[Any]:
+        records, replies = self.groups.drain(wait)
         for i, reply in replies:
             failure = reply["failure"]
             records += reply["records"] + ([failure] if failure is not None else [])
@@ -167,18 +169,22 @@ class NodeRun:
             self.stats.load(self.cluster.arrays())
         self._mirror(self.synced)
 
-    def _stop_groups(self) -> list[Any]:
-        """Stop every group once (its workers, then its last exchange); their last records."""
-        if self.nodes_stopped is None:
+    def _stop_groups(self) -> None:
+        """Stop every group once (its workers, then its last exchange); keep their last records in
+        ``unsent``. Two drains: the first takes the answers to drains sent before the stop, the second the
+        records the workers sent while stopping."""
+        if not self.groups_stopped:
+            self.groups_stopped = True
             self.groups.stop(int(self.shared.stop.reason))
-            self.nodes_stopped = self._drain()
-            return self.nodes_stopped
-        return []
+            self.unsent += self._drain(STOP_DRAIN_S) + self._drain(STOP_DRAIN_S)
 
     def final_evaluation(self) -> list[EvalRecord | ErrorRecord]:
         """After a budget stop: the groups stop first (the evaluation then plays the final global weights,
         as the local evaluator plays the stopped workers' ones), then one more evaluation."""
-        return [*self._stop_groups(), *self.eval_loop.final()]
+        self._stop_groups()
+        evaluation = self.eval_loop.final()
+        records, self.unsent = self.unsent, []  # handed over only now: ``stop`` still has them otherwise
+        return [*records, *evaluation]
 
     def stop(self, cut_short: Callable[[], bool] = lambda: False) -> list[Any]:
         """Stop the evaluator thread and every group, take their last records, sync, and tear down the
@@ -188,7 +194,8 @@ class NodeRun:
         synced = False
         try:
             self.eval_loop.stop()
-            records += self._stop_groups()
+            self._stop_groups()
+            records, self.unsent = self.unsent, []
             if self.shard_failure is None:
                 self.sync_log.write_due(self.shards, self.config.hang_timeout, force=True)
             try:

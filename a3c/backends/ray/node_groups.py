@@ -6,8 +6,10 @@ a loss is counted when a group is seen dead (``ActorDiedError``), or does not an
 the driver then replaces it (Ray does not restart groups: a group is pinned to its node, and a lost node's
 group goes to the head node). The counts of a lost incarnation are carried over only when its successor
 answers (never twice). A new incarnation is sent ``start`` (the trainer's optimizer moments of the last
-checkpoint, the run's counts, the statistics); a start that fails, or a group that does not start or come
-back within STARTUP_TIMEOUT_S + ``hang_timeout``, fails the run naming it.
+checkpoint, the run's counts, the statistics); a start that fails or does not finish within the start-up
+allowance (``wait_limit``), or a group that stays unavailable for STARTUP_TIMEOUT_S + ``hang_timeout``,
+fails the run naming it. Each group has at most one drain outstanding: a slow one never holds up the
+others.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from a3c.backends.ray.actors import STARTUP_TIMEOUT_S, wait_limit
@@ -57,9 +59,9 @@ class Watch:
     started: str | None = None  # the incarnation that reported itself started
     start_sent: str | None = None  # the incarnation the last start went to
     start_ref: Any = None
-    start_sent_at: float = 0.0
     down_since: float | None = None  # the first failed call since the last answer
-    loss_counted: bool = False  # the current loss is counted (seen dead, or killed)
+    generation: int = 0  # actors spawned for it so far, less one
+    lost_generation: int | None = None  # the generation whose loss is counted, until a successor answers
     failed: bool = False  # reported as the run's failure: not again
     restarts: int = 0
     worker_restarts: int = 0  # inside its lost incarnations
@@ -90,6 +92,7 @@ class NodeGroups:
         self.node_ids, self.spawn_args = list(node_ids), (config.to_dict(), trainer.spaces, shards, bounds)
         self.actors = [self._spawn(i) for i in range(len(node_ids))]
         self.watch = [Watch() for _ in self.actors]
+        self.pending: list[tuple[Any, float, int] | None] = [None] * len(self.actors)  # (drain, sent, gen.)
         self.slots = np.zeros((3, config.workers), np.int64)  # the current incarnations' counts, per worker
         self.carried = np.zeros((3, config.workers), np.int64)  # their lost incarnations' counts
         self.stopping = False  # no start is sent, and no group restarted, once the run stops
@@ -104,13 +107,15 @@ class NodeGroups:
         ).remote(i, self.groups[i], *self.spawn_args)
 
     def _replace(self, i: int) -> None:
-        """Kill group ``i``'s actor (dead, or hung) and start a new one: on its node if that is alive, else
-        on the head (where it shares the CPUs)."""
+        """Kill group ``i``'s actor (dead, or hung) and start a new one (a new generation): on its node if
+        that is alive, else on the head (where it shares the CPUs)."""
         ray.kill(self.actors[i], no_restart=True)
         alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
         if self.node_ids[i] not in alive:
             self.node_ids[i] = head_node()
         self.actors[i] = self._spawn(i)
+        self.watch[i].generation += 1
+        self.pending[i] = None
 
     @property
     def restarts(self) -> int:
@@ -122,40 +127,61 @@ class NodeGroups:
         return self.carried + self.slots
 
     def drain(self, timeout: float) -> tuple[list[Any], list[tuple[int, dict[str, Any]]]]:
-        """Drain every group (waiting up to ``timeout`` s on each one's workers): (records, [(group, its
-        reply)] of the groups that answered started); a group past its budget is an ErrorRecord."""
+        """Ask every group for a drain (one outstanding per group) and take the answers that arrive within
+        ``timeout`` s: (records, [(group, its reply)] of the groups that answered started). A group whose
+        drain is unanswered past its limit is lost (hung); one past its budget is an ErrorRecord. A slow
+        group never holds up the others' drains."""
         with self.lock:
             mirror, arrays = self.counts(), self.cluster.arrays()
-        refs = [actor.drain.remote(timeout, mirror, arrays) for actor in self.actors]
+        for i, actor in enumerate(self.actors):
+            if self.pending[i] is None and not self.watch[i].failed:
+                self.pending[i] = (
+                    actor.drain.remote(0.0, mirror, arrays),
+                    time.monotonic(),
+                    self.watch[i].generation,
+                )
+        refs = [p[0] for p in self.pending if p is not None]
+        ready = ray.wait(refs, num_returns=len(refs), timeout=timeout)[0] if refs else []
         records: list[Any] = []
         replies = []
-        for i, ref in enumerate(refs):
-            reply = self._answer(i, ref, timeout, records)
-            if reply is not None:
-                replies.append((i, reply))
+        for i, pending in enumerate(self.pending):
+            if pending is None:
+                continue
+            ref, sent, generation = pending
+            if ref in ready:
+                self.pending[i] = None
+                reply = self._answer(i, ref, generation, records)
+                if reply is not None:
+                    replies.append((i, reply))
+                continue
+            w = self.watch[i]
+            limit = wait_limit(self.config.hang_timeout, w.starting())
+            if time.monotonic() - sent > limit and not self.stopping:
+                self.pending[i] = None
+                if w.start_sent == w.incarnation and w.started != w.incarnation:
+                    self._fail(i, f"node group {i} did not start within {limit:g} s", records)
+                else:
+                    self._lost(
+                        i, generation, f"did not answer within {limit:g} s (hung) and was killed", records
+                    )
         return records, replies
 
-    def _answer(self, i: int, ref: Any, timeout: float, records: list[Any]) -> dict[str, Any] | None:
+    def _answer(self, i: int, ref: Any, generation: int, records: list[Any]) -> dict[str, Any] | None:
         w = self.watch[i]
-        limit = timeout + wait_limit(self.config.hang_timeout, w.starting(), hanging=f"node {i}")
         try:
-            reply = ray.get(ref, timeout=limit)
-        except GetTimeoutError:
-            if not self.stopping:
-                self._lost(i, f"did not answer within {limit:g} s (hung) and was killed", records)
-            return None
-        except ActorUnavailableError:  # perhaps transient: counted once a successor answers, or too late
+            reply = ray.get(ref, timeout=0)  # ready: no wait
+        except ActorUnavailableError:  # perhaps transient: counted once it is seen dead, or too late
             w.down_since = w.down_since or time.monotonic()
             self._overdue(i, w.down_since, "did not come back", records)
             return None
-        except RayActorError as exc:
-            self._lost(i, f"died ({type(exc).__name__})", records)
+        except RayError as exc:  # dead, or (a replacement on a node just lost) unschedulable
+            self._lost(i, generation, f"died ({type(exc).__name__})", records)
             return None
         if w.incarnation is not None and reply["incarnation"] != w.incarnation:
-            if not w.loss_counted:
-                self._lost(i, "was restarted", records)
+            if w.lost_generation is None:  # a new incarnation nobody saw coming: count it, do not replace
+                self._lost(i, generation, "was restarted", records, replace=False)
             self._carry(i)
-        w.incarnation, w.down_since, w.loss_counted = reply["incarnation"], None, False
+        w.incarnation, w.down_since, w.lost_generation = reply["incarnation"], None, None
         if not reply["started"]:
             self._start(i, records)
             return None
@@ -168,20 +194,25 @@ class NodeGroups:
         reply["exchanges"] += w.exchanges
         return reply
 
-    def _lost(self, i: int, why: str, records: list[Any]) -> None:
-        """Count group ``i``'s loss once; past ``max_restarts``, or down too long, an ErrorRecord."""
+    def _lost(self, i: int, generation: int, why: str, records: list[Any], replace: bool = True) -> None:
+        """Count the loss of group ``i``'s actor of ``generation`` once (not while the run stops), and
+        replace it; past ``max_restarts`` an ErrorRecord. A generation already counted lost only checks
+        whether its successor is overdue."""
         w = self.watch[i]
         w.down_since = w.down_since or time.monotonic()
-        if w.loss_counted:
+        if self.stopping:
+            return
+        if w.lost_generation == generation:
             self._overdue(i, w.down_since, "did not come back", records)
             return
-        w.loss_counted = True
+        w.lost_generation = generation
         w.restarts += 1
         if w.restarts > self.config.max_restarts:
             self._fail(i, f"node group {i} {why}; past its restart budget", records)
-        elif not self.stopping:
-            budget = f"{w.restarts}/{self.config.max_restarts}"
-            print(f"warning: node group {i} {why}; restarting it ({budget})", file=sys.stderr, flush=True)
+            return
+        budget = f"{w.restarts}/{self.config.max_restarts}"
+        print(f"warning: node group {i} {why}; restarting it ({budget})", file=sys.stderr, flush=True)
+        if replace:
             self._replace(i)
 
     def _carry(self, i: int) -> None:
@@ -196,8 +227,7 @@ class NodeGroups:
         w.live_exchanges = 0
 
     def _start(self, i: int, records: list[Any]) -> None:
-        """Send the current incarnation of group ``i`` its start once; report a start that failed or
-        takes too long."""
+        """Send the current incarnation of group ``i`` its start once; report a start that failed."""
         w = self.watch[i]
         if self.stopping:
             return
@@ -208,7 +238,7 @@ class NodeGroups:
                 stats = self.cluster.arrays()
             counts = [int(v) for v in base]
             w.start_ref = self.actors[i].start.remote(optimizer, counts, stats, (*self.times, w.restarts))
-            w.start_sent, w.start_sent_at = w.incarnation, time.monotonic()
+            w.start_sent = w.incarnation
             return
         if ray.wait([w.start_ref], timeout=0)[0]:
             try:
@@ -217,8 +247,6 @@ class NodeGroups:
                 return  # it died starting: seen as a loss by the next drain
             except Exception as exc:  # noqa: BLE001 - the group's own error: the run fails naming it
                 self._fail(i, f"node group {i} could not start: {str(exc)[-2500:]}", records)
-                return
-        self._overdue(i, w.start_sent_at, "did not start", records)
 
     def _overdue(self, i: int, since: float, what: str, records: list[Any]) -> None:
         limit = STARTUP_TIMEOUT_S + self.config.hang_timeout
@@ -226,16 +254,21 @@ class NodeGroups:
             self._fail(i, f"node group {i} {what} within {limit:g} s", records)
 
     def _fail(self, i: int, message: str, records: list[Any]) -> None:
+        """The run's failure, naming group ``i``, once; its actor is killed and never waited on again."""
         if not self.watch[i].failed:
             self.watch[i].failed = True
+            self.pending[i] = None
             records.append(ErrorRecord(f"node {i}", message))
+            ray.kill(self.actors[i], no_restart=True)
 
     def optimizer_state(self) -> dict[str, np.ndarray] | None:
         """The optimizer moments of the first group that answers started (None: none does)."""
-        for actor in self.actors:
+        for actor, w in zip(self.actors, self.watch, strict=True):
+            if w.failed or w.down_since is not None:
+                continue
             try:
                 moments = ray.get(actor.optimizer_state.remote(), timeout=self.config.hang_timeout)
-            except (GetTimeoutError, RayActorError):
+            except (GetTimeoutError, RayError):
                 continue  # a lost group: the next one's
             if moments is not None:
                 return moments
@@ -244,5 +277,9 @@ class NodeGroups:
     def stop(self, reason: int) -> None:
         """Stop every group (its workers, then its last exchange), waiting a bounded time."""
         self.stopping = True
-        stops = [actor.stop.remote(reason) for actor in self.actors]
-        ray.wait(stops, num_returns=len(stops), timeout=STOP_WAIT_S + self.config.hang_timeout)
+        live = [
+            a for a, w in zip(self.actors, self.watch, strict=True) if not w.failed and w.down_since is None
+        ]
+        stops = [actor.stop.remote(reason) for actor in live]
+        if stops:
+            ray.wait(stops, num_returns=len(stops), timeout=STOP_WAIT_S + self.config.hang_timeout)

@@ -34,6 +34,7 @@ class Syncer:
         self.round_trips: list[float] = []  # since the last ``take``: ms per exchange
         self.failure: tuple[int, str] | None = None
         self.lock = threading.Lock()  # one exchange at a time (the loop's, or the final one)
+        self.stats_lock = threading.Lock()  # the counts and lists ``take`` hands over
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="a3c-node-syncer", daemon=True)
 
@@ -70,16 +71,18 @@ class Syncer:
                 self.on_failure()
                 return False
             self.exchange.rebase(sent, np.concatenate([r[0] for r in replies]))
-            self.exchanges += 1
-            self.lags.append(replies[0][1])
-            self.round_trips.append(1000 * (time.monotonic() - started))
+            with self.stats_lock:
+                self.exchanges += 1
+                self.lags.append(replies[0][1])
+                self.round_trips.append(1000 * (time.monotonic() - started))
             return True
 
     def take(self) -> tuple[int, list[int], list[float]]:
         """(exchanges so far, the global lags and round trips since the last take)."""
-        lags, self.lags = self.lags, []
-        round_trips, self.round_trips = self.round_trips, []
-        return self.exchanges, lags, round_trips
+        with self.stats_lock:
+            lags, self.lags = self.lags, []
+            round_trips, self.round_trips = self.round_trips, []
+            return self.exchanges, lags, round_trips
 
     def stop(self) -> None:
         """End the loop, then make one last exchange (what was learned since the last one is not lost)."""
