@@ -27,7 +27,7 @@ from a3c.backends.ray.actors import ActorFailed, wait_limit, writable_tensor
 from a3c.backends.ray.cluster import check_private, connect
 from a3c.backends.ray.eval_loop import EvalLoop
 from a3c.backends.ray.exchange import combine_scale, shard_bounds
-from a3c.backends.ray.node_groups import NodeGroups, cpu_nodes, head_node
+from a3c.backends.ray.node_groups import NodeGroups, cpu_nodes, first_moments, head_node
 from a3c.backends.ray.shard import ParamShard, ShardFailed, gather
 from a3c.backends.ray.stats import RunStats
 from a3c.backends.ray.sync_log import SyncLog
@@ -156,7 +156,7 @@ class NodeRun:
         """Copy the global weights, the first live group's optimizer state, the counters and the statistics
         into the trainer's objects, in place."""
         weights = self._weights()
-        moments = self.groups.optimizer_state()
+        moments = first_moments(self.groups)
         optimizer = self.shared.optimizer
         flat = optimizer.param_groups[0]["params"][0]
         with torch.no_grad():

@@ -232,19 +232,21 @@ class NodeGroups:
         if self.stopping:
             return
         if w.start_sent != w.incarnation:
-            optimizer = self.trainer.optimizer.state_dict()
             with self.lock:
                 base = self.trainer.counters.base.numpy() + self.carried[:, self.groups[i]].sum(axis=1)
                 stats = self.cluster.arrays()
-            counts = [int(v) for v in base]
-            w.start_ref = self.actors[i].start.remote(optimizer, counts, stats, (*self.times, w.restarts))
-            w.start_sent = w.incarnation
-            return
-        if ray.wait([w.start_ref], timeout=0)[0]:
+            args = (
+                self.trainer.optimizer.state_dict(),
+                [int(v) for v in base],
+                stats,
+                (*self.times, w.restarts),
+            )
+            w.start_ref, w.start_sent = self.actors[i].start.remote(*args), w.incarnation
+        elif ray.wait([w.start_ref], timeout=0)[0]:
             try:
                 ray.get(w.start_ref, timeout=0)  # ready: no wait
             except RayActorError:
-                return  # it died starting: seen as a loss by the next drain
+                pass  # it died starting: seen as a loss by the next drain
             except Exception as exc:  # noqa: BLE001 - the group's own error: the run fails naming it
                 self._fail(i, f"node group {i} could not start: {str(exc)[-2500:]}", records)
 
@@ -261,19 +263,6 @@ class NodeGroups:
             records.append(ErrorRecord(f"node {i}", message))
             ray.kill(self.actors[i], no_restart=True)
 
-    def optimizer_state(self) -> dict[str, np.ndarray] | None:
-        """The optimizer moments of the first group that answers started (None: none does)."""
-        for actor, w in zip(self.actors, self.watch, strict=True):
-            if w.failed or w.down_since is not None:
-                continue
-            try:
-                moments = ray.get(actor.optimizer_state.remote(), timeout=self.config.hang_timeout)
-            except (GetTimeoutError, RayError):
-                continue  # a lost group: the next one's
-            if moments is not None:
-                return moments
-        return None
-
     def stop(self, reason: int) -> None:
         """Stop every group (its workers, then its last exchange), waiting a bounded time."""
         self.stopping = True
@@ -283,3 +272,17 @@ class NodeGroups:
         stops = [actor.stop.remote(reason) for actor in live]
         if stops:
             ray.wait(stops, num_returns=len(stops), timeout=STOP_WAIT_S + self.config.hang_timeout)
+
+
+def first_moments(groups: NodeGroups) -> dict[str, np.ndarray] | None:
+    """The optimizer moments of the first of ``groups`` that answers started (None: none does)."""
+    for actor, w in zip(groups.actors, groups.watch, strict=True):
+        if w.failed or w.down_since is not None:
+            continue
+        try:
+            moments = ray.get(actor.optimizer_state.remote(), timeout=groups.config.hang_timeout)
+        except (GetTimeoutError, RayError):
+            continue  # a lost group: the next one's
+        if moments is not None:
+            return moments
+    return None
