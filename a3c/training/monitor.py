@@ -177,15 +177,19 @@ class RunMonitor:
 
 def format_summary(summary: dict[str, Any], run_dir: Path) -> str:
     """The one-paragraph report printed at the end of a run."""
+    target = summary["target_return"]
     solved = (
         f"solved in {summary['time_to_solve_s']:.1f} s, {summary['steps_to_solve']:,} steps"
         if summary["solved"]
+        else "trained (no target to solve)"
+        if target is None
         else "not solved"
     )
     best = summary["best_mean_return"]
     best_text = "-" if best is None else f"{best:.1f}"
+    target_text = "no target: set one with --target-return" if target is None else f"target {target}"
     return (
-        f"{summary['env_id']}: {solved} (best eval {best_text}, target {summary['target_return']}); "
+        f"{summary['env_id']}: {solved} (best eval {best_text}, {target_text}); "
         f"{summary['total_steps']:,} steps in {summary['wall_s']:.1f} s "
         f"= {summary['steps_per_s']:,} steps/s; "
         f"exit: {summary['exit_reason']}\nrun dir: {run_dir}"
