@@ -10,20 +10,24 @@ The node mode's shards have their own load test (shard_load.py).
 
 from __future__ import annotations
 
-import os
-import platform
 import sys
 import time
-import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from a3c.core.errors import BadInput
+from a3c.tools.bench.load_common import (
+    load_results,
+    model_config,
+    param_count,
+    require_extras,
+    save_results,
+    start_local_ray,
+)
 
-MODELS = {"mlp": "CartPole-v1", "atari": "ALE/Pong-v5"}
 WARMUP_S = 1.0  # Ray's first calls (object-store buffers, the clients' imports) stay out of the window
 CALL_TIMEOUT_S = 60.0  # one push, or one reading, on a loaded machine
 STARTUP_TIMEOUT_S = 120.0  # an actor's first answer: Ray starts a process and imports torch
@@ -146,25 +150,12 @@ def markdown(results: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class LoadPlan:
-    """What to measure: the model (``MODELS``), the client counts, seconds per count after the warm-up."""
+    """What to measure: the model (``load_common.MODELS``), the client counts, seconds per count after the warm-up."""
 
     model: str
     clients: tuple[int, ...]
     seconds: float
     warmup_s: float = WARMUP_S
-
-
-def _model_config(model: str, workers: int) -> tuple[Any, Any]:
-    """(config, spaces) of the model's preset as ``a3c train`` resolves them, with ``workers`` slots."""
-    from a3c.training.resolve import resolve_config
-    from envs import inspect_env
-
-    info = inspect_env(MODELS[model])
-    no_stats = {"reward_scale": False, "obs_norm": False}  # reward scaling is derived for flat observations
-    config = resolve_config(info, {"workers": workers, "backend": "ray"}, no_stats)
-    if config.frame_stack > 1:  # the model is built for the stacked observations
-        info = inspect_env(MODELS[model], frame_stack=config.frame_stack)
-    return config, info.spaces
 
 
 def _wait_until(moment: float) -> None:
@@ -175,12 +166,12 @@ def measure_point(plan: LoadPlan, clients: int) -> dict[str, Any]:
     """One row: a fresh server and ``clients`` clients, a warm-up, then ``plan.seconds`` measured."""
     import ray
 
-    config, spaces = _model_config(plan.model, clients)
+    config, spaces = model_config(plan.model, clients)
     server = _new_server(config, spaces)
     actors = [server]
     try:
         _server_reading(server, timeout=STARTUP_TIMEOUT_S)  # it has started
-        params = _param_count(config, spaces)
+        params = param_count(config, spaces)
         client_class = ray.remote(num_cpus=0)(LoadClient)
         actors += [client_class.remote(i, server, params, config.lr) for i in range(clients)]
         ray.get([a.ready.remote() for a in actors[1:]], timeout=STARTUP_TIMEOUT_S)
@@ -200,53 +191,12 @@ def measure_point(plan: LoadPlan, clients: int) -> dict[str, Any]:
     return summarize_point(clients, updates1 - updates0, window, latencies, cpu1 - cpu0)
 
 
-def _param_count(config: Any, spaces: Any) -> int:
-    """The model's parameters: the length of the flat buffer, so of every gradient and weights reply."""
-    from a3c.algo.learner.learner import build_model
-
-    return sum(p.numel() for p in build_model(config, spaces).parameters())
-
-
-def start_local_ray() -> None:
-    """A Ray instance of the bench's own on loopback, as a run without --ray-address starts one."""
-    import ray
-
-    from a3c.backends.ray.cluster import LOOPBACK, loopback_kept
-    from a3c.runtime.context import ONE_THREAD
-
-    with loopback_kept():
-        ray.init(
-            address="local",  # never a cluster RAY_ADDRESS or `ray start` left running
-            num_cpus=os.cpu_count(),
-            _node_ip_address=LOOPBACK,
-            namespace=f"a3c-bench-{uuid.uuid4().hex[:8]}",
-            include_dashboard=False,
-            configure_logging=False,
-            log_to_driver=True,
-            runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor, as in a run
-        )
-
-
 def run_server_load(plan: LoadPlan, out_dir: Path, log=print) -> dict[str, Any]:
     """Measure every client count of ``plan`` on a local Ray instance started (and shut down) here; write
     ``out_dir/server-load-<model>-<time>.json`` and return the results (with the markdown and the path)."""
     import ray
 
-    from a3c.rundir.files import git_state, package_versions, write_json
-
-    config, spaces = _model_config(plan.model, 1)
-    results: dict[str, Any] = {
-        "mode": "server_load",
-        "model": plan.model,
-        "env_id": config.env_id,
-        "params": _param_count(config, spaces),
-        "plan": asdict(plan),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__},
-        "versions": package_versions(),
-        **git_state(),
-        "load_before": os.getloadavg(),
-        "points": [],
-    }
+    results = load_results("server_load", plan)
     start_local_ray()
     try:
         for clients in plan.clients:
@@ -255,13 +205,7 @@ def run_server_load(plan: LoadPlan, out_dir: Path, log=print) -> dict[str, Any]:
             log(f"{clients} clients: {row['updates_per_s']:,.0f} updates/s applied")
     finally:
         ray.shutdown()
-    results["load_after"] = os.getloadavg()
-    results["markdown"] = markdown(results)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"server-load-{plan.model}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    write_json(path, results)
-    results["path"] = str(path)
-    return results
+    return save_results(results, out_dir, markdown)
 
 
 def server_load(opts: dict[str, Any]) -> dict[str, Any]:
@@ -270,21 +214,3 @@ def server_load(opts: dict[str, Any]) -> dict[str, Any]:
     require_extras(opts["model"], "--server-load")
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     return run_server_load(LoadPlan(opts["model"], clients, opts["seconds"]), opts["out"], log=log)
-
-
-def require_extras(model: str, flag: str) -> None:
-    """BadInput unless the `ray` extra (and for the atari model the `atari` extra) is installed."""
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        raise BadInput(
-            f"{flag}: needs the `ray` extra, which is not installed; pip install -e '.[ray]'"
-        ) from None
-    if model == "atari":
-        try:
-            import ale_py  # noqa: F401
-        except ImportError:
-            raise BadInput(
-                "--model: atari needs the `atari` extra (ale_py), which is not installed; "
-                "pip install -e '.[atari]'"
-            ) from None

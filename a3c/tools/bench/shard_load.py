@@ -13,26 +13,17 @@ parallel, one in flight per node. For each shards × nodes × interval point, af
 
 from __future__ import annotations
 
-import os
-import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from a3c.core.errors import BadInput
+from a3c.tools.bench.load_common import load_results, require_extras, save_results, start_local_ray
 from a3c.tools.bench.report import fmt
-from a3c.tools.bench.server_load import (
-    CALL_TIMEOUT_S,
-    STARTUP_TIMEOUT_S,
-    _model_config,
-    _param_count,
-    percentile,
-    require_extras,
-    start_local_ray,
-)
+from a3c.tools.bench.server_load import CALL_TIMEOUT_S, STARTUP_TIMEOUT_S, percentile
 
 
 class FakeNode:
@@ -61,7 +52,7 @@ class FakeNode:
 
 @dataclass(frozen=True)
 class ShardPlan:
-    """The model (server_load.MODELS), the grid, and seconds per point after the warm-up."""
+    """The model (load_common.MODELS), the grid, and seconds per point after the warm-up."""
 
     model: str
     shards: tuple[int, ...]
@@ -166,40 +157,18 @@ def run_shard_load(plan: ShardPlan, out_dir: Path, log=print) -> dict[str, Any]:
     ``out_dir/shard-load-<model>-<time>.json``."""
     import ray
 
-    from a3c.rundir.files import git_state, package_versions, write_json
-
-    config, spaces = _model_config(plan.model, 1)
-    size = _param_count(config, spaces)
-    results: dict[str, Any] = {
-        "mode": "shard_load",
-        "model": plan.model,
-        "env_id": config.env_id,
-        "params": size,
-        "plan": asdict(plan),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__},
-        "versions": package_versions(),
-        **git_state(),
-        "load_before": os.getloadavg(),
-        "points": [],
-    }
+    results = load_results("shard_load", plan)
     start_local_ray()
     try:
         for shards in plan.shards:
             for nodes in plan.nodes:
                 for interval in plan.intervals:
-                    row = measure_point(size, shards, nodes, interval, plan.seconds)
+                    row = measure_point(results["params"], shards, nodes, interval, plan.seconds)
                     results["points"].append(row)
                     log(f"{shards} shards, {nodes} nodes, {interval:g} s: {row['exchanges_per_s']:.2f}/s")
     finally:
         ray.shutdown()
-    results["load_after"] = os.getloadavg()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"shard-load-{plan.model}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    write_json(path, results)  # first: the numbers survive a bug below
-    results["markdown"] = markdown(results)
-    write_json(path, results)
-    results["path"] = str(path)
-    return results
+    return save_results(results, out_dir, markdown)
 
 
 def shard_load(opts: dict[str, Any]) -> dict[str, Any]:
