@@ -150,7 +150,8 @@ def markdown(results: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class LoadPlan:
-    """What to measure: the model (``load_common.MODELS``), the client counts, seconds per count after the warm-up."""
+    """What to measure: the model (``load_common.MODELS``), the client counts, seconds per count after the
+    warm-up."""
 
     model: str
     clients: tuple[int, ...]
