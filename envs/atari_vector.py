@@ -50,6 +50,9 @@ training=True              rewards clipped to their sign; a lost life (lives dro
 training=False             raw rewards, real episodes; after a lost life (game going on) FIRE games also
                            step FIRE within the same step and add its reward (``FireOnLifeLoss``)
 autoreset                  SAME_STEP: ``info["final_obs"]`` / ``info["_final_obs"]`` where an env ended
+lives                      ``info["lives"]`` [K]: each game's lives after the step (a new game's after
+                           its end), in ``reset``'s info too; ale-py's and gymnasium's Atari envs report
+                           it, and greedy play zeroes a recurrent policy's state where it drops
 seeding                    ``reset(seed=s)`` seeds env i with ``(s + i) mod 2**31`` (ALE's seed range);
                            the streams differ from the Python path's (ale-py seeds its own generators)
 =========================  =====================================================================
@@ -264,21 +267,23 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
                     ended = np.zeros(self.num_envs, bool)
                 ended[i] = True
                 self._final_obs[i] = final
-        info: dict[str, Any] = {} if ended is None else {"final_obs": self._final_obs, "_final_obs": ended}
+        info: dict[str, Any] = {"lives": self._lives}
+        if ended is not None:
+            info["final_obs"], info["_final_obs"] = self._final_obs, ended
         if self._games is not None:
             info["episode"], info["_episode"] = self._games, self._games_ended
         return self._obs, self._rewards, self._terminated, self._truncated, info
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start a new game in every env (env i seeded with ``(seed + i) mod 2**31``), FIRE included; return
-        (obs [K, ...], an empty info). ``options`` are ignored."""
+        (obs [K, ...], {"lives": [K]}). ``options`` are ignored."""
         for i, env in enumerate(self.envs):
             obs, info = env.reset(seed=None if seed is None else int((seed + i) % SEED_RANGE))
             self._score[i] = 0.0
             self._length[i] = 0
             self._obs[i] = self._restart(i, obs[0], info, new_game=True)
         self._games = None
-        return self._obs, {}
+        return self._obs, {"lives": self._lives}
 
     def close_extras(self, **kwargs: Any) -> None:
         """Close the C++ envs (``VectorEnv.close`` calls this once); dropping them joins their threads."""

@@ -20,7 +20,7 @@ class TorchPolicy:
     """Acts with a torch model's ``step``; a recurrent model's state for B envs lives here.
 
     ``state()`` is a copy of the state before the next call (what a segment stores to unroll from);
-    ``reset(ended)`` zeroes the state of the envs whose episode ended.
+    ``reset(ended)`` zeroes the state of the envs whose episode ended (in greedy play: that lost a life, too).
     """
 
     def __init__(self, model: nn.Module, num_envs: int):
