@@ -1,7 +1,8 @@
 """The evaluator: greedy episodes from a copy of the shared weights, eval.csv, best.pt, the stop at target.
 
 ``Evaluator`` does the work; ``evaluator_main`` is the thin process shell around it. The evaluator only
-reads the shared weights (invariant 6) and plays on a seed stream no worker uses.
+reads the shared weights (invariant 6) and plays on seeds no worker uses, the same ones at every evaluation
+(``eval_rounds``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from a3c.rundir.checkpoints import (
 )
 from a3c.rundir.csvlog import EVAL_COLUMNS, CsvLog
 from a3c.runtime.child import ChildGuard, run_child
+from a3c.runtime.eval_rounds import confirm_round, plays_confirmation, round_seeds
 from a3c.runtime.shared import StopReason, StopSignal
 from a3c.runtime.state import SharedState
 from envs import make_eval_vector_env
@@ -43,10 +45,13 @@ class Evaluator:
             checkpoints/best.pt), the start time, the spaces (saved in best.pt so ``a3c evaluate`` can
             rebuild the model) and the observation statistics (``config.obs_norm``: each evaluation
             normalises with a snapshot of them, which best.pt keeps).
-        seed: this evaluator's seed stream.
-        best_mean: the best selection mean so far (the mean of the first ``eval_episodes`` episodes of an
-            evaluation); best.pt is only replaced by a better one: a solved evaluation (at the target over
-            all its episodes, confirmation included) before any unsolved one, then the higher selection mean.
+        seed: this evaluator process's seed stream, which changes with each restart and resume. The episodes
+            do not come from it: every evaluation of the run plays the same ones, on the seeds
+            ``round_seeds`` derives from the run's ``config.seed``.
+        best_mean: the best selection mean so far (an evaluation's mean over its evaluation and confirmation
+            rounds, the same episodes for every evaluation); best.pt is only replaced by a better one: a
+            solved evaluation (at the target over all its episodes) before any unsolved one, then the higher
+            selection mean.
     """
 
     def __init__(self, shared: SharedState, seed: int, best_mean: float = -float("inf")):
@@ -63,7 +68,7 @@ class Evaluator:
         self.flat, self.shared_flat = flatten_parameters(self.model), flat_view(shared_model)
         self.counters = counters
         self.run_dir = run_dir
-        self.rng = np.random.default_rng(seed)
+        self.seeds = round_seeds(config.seed)  # (evaluation round, confirmation round): fixed for the run
         self.start_time = start_time
         self.spaces = spaces
         self.obs_stats = obs_stats
@@ -75,37 +80,38 @@ class Evaluator:
             self._solved(saved_mean) and saved_episodes >= config.eval_episodes + config.confirm_episodes
         )
         # The selection mean best.pt was chosen by; a solved best.pt's own, which an unsolved best told
-        # before it was replaced may exceed.
+        # before it was replaced may exceed. (A best.pt from before the fixed seeds was chosen by the mean of
+        # one evaluation round on seeds of its own: kept, and compared as it is.)
         self.best_mean = saved_selection if self.best_solved else max(best_mean, saved_selection)
         self.best_return = saved_mean  # that evaluation's mean_return (eval.csv's value)
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
-        # One vector env per episode count (evaluation, confirmation), built once and reset with new seeds.
+        # One vector env per episode count (evaluation, confirmation), built once, reset on its round's seed.
         self.envs: dict[int, gym.vector.VectorEnv] = {}
         self.cpu_start = time.process_time()  # so start-up imports do not count as evaluation cost
 
     def evaluate(self, should_stop: Callable[[], bool] = lambda: False) -> EvalRecord | None:
-        """One evaluation of the current shared weights; None when ``should_stop`` cut it short."""
+        """One evaluation of the current shared weights; None when ``should_stop`` cut it short.
+
+        It plays the evaluation round (``eval_episodes`` games), then the confirmation round when
+        ``plays_confirmation`` says so: at the target, or beating best.pt. Its mean over every game it played
+        is eval.csv's ``mean_return``, whether it is solved (≥ the target) and its selection mean."""
         global_step, updates = self._pull()
-        returns, lengths = self._play(self.config.eval_episodes, should_stop)
-        target = self.config.target_return
-        confirm = self.config.confirm_episodes
-        if target is not None and confirm > 0 and returns.mean() >= target and not should_stop():
-            # A confirmation round before declaring the run solved: over 10-20 episodes a policy that still
-            # fails now and then reaches the target by luck (measured on CartPole: best.pt at 460-471 over
-            # 100 fresh episodes). Only evaluations at the target pay for it.
-            more_returns, more_lengths = self._play(confirm, should_stop)
+        eval_seed, confirm_seed = self.seeds
+        returns, lengths = self._play(self.config.eval_episodes, eval_seed, should_stop)
+        if (
+            plays_confirmation(float(returns.mean()), self.config, self.best_solved, self.best_mean)
+            and not should_stop()
+        ):
+            # A target reached over 10-20 episodes is luck now and then (CartPole: best.pt at 460-471 over
+            # 100 fresh episodes), and so is a best.pt chosen over a few: a candidate must hold over both
+            # rounds, the same games as the best.pt it would replace was judged on.
+            more_returns, more_lengths = self._play(confirm_round(self.config), confirm_seed, should_stop)
             returns = np.concatenate([returns, more_returns])
             lengths = np.concatenate([lengths, more_lengths])
         if should_stop():
             return None
         wall_time = time.time() - self.start_time
         mean = float(returns.mean())
-        # best.pt compares like with like: the mean of the first eval_episodes episodes, which every
-        # evaluation plays the same way. A confirmed evaluation's mean is over eval_episodes +
-        # confirm_episodes episodes (10 vs 110 with the CartPole preset): a mean over fewer episodes is
-        # noisier, so comparing the two would favour unconfirmed luck over a confirmed policy, or the
-        # other way round.
-        selection = float(returns[: self.config.eval_episodes].mean())
         row = (
             round(wall_time, 3),
             global_step,
@@ -119,12 +125,12 @@ class Evaluator:
         )
         self.log.write(row)
         solved = self._solved(mean)
-        # A solved evaluation takes best.pt from any unsolved one, whatever their first episodes scored: an
-        # evaluation whose first episodes reached the target and whose confirmation then failed measured
-        # its policy below the target over as many episodes (LunarLander: best.pt at 188.4 over 110
-        # episodes in a run solved at 211.5).
+        # A solved evaluation takes best.pt from any unsolved one (LunarLander: best.pt at 188.4 over 110
+        # episodes in a run solved at 211.5); among either, the higher mean over both rounds. One that played
+        # no confirmation round did not beat best.pt's mean (it cannot take it), unless it is a solve with
+        # confirmation turned off.
         save_error = None
-        if (solved, selection) > (self.best_solved, self.best_mean):
+        if (solved, mean) > (self.best_solved, self.best_mean):
             try:
                 save_checkpoint(
                     self.run_dir / "checkpoints" / "best.pt",
@@ -137,8 +143,8 @@ class Evaluator:
                         updates=updates,
                         wall_time=wall_time,
                         mean_return=mean,
-                        selection_mean=selection,
-                        selection_episodes=self.config.eval_episodes,
+                        selection_mean=mean,  # the mean that chose it: over both rounds (mean_return)
+                        selection_episodes=len(returns),
                         episodes=len(returns),
                     ),
                 )
@@ -146,7 +152,7 @@ class Evaluator:
                 save_error = f"{type(exc).__name__}: {exc}"
                 print(f"warning: could not save best.pt: {exc}", file=sys.stderr, flush=True)
             else:  # the best is what best.pt holds: recorded once on disk, so a later one can replace it
-                self.best_mean, self.best_return, self.best_solved = selection, mean, solved
+                self.best_mean, self.best_return, self.best_solved = mean, mean, solved
         held = None if self.best_mean == -float("inf") else self.best_mean  # None: best.pt holds nothing yet
         return EvalRecord(
             *row,
@@ -179,13 +185,14 @@ class Evaluator:
     def _normalize(self) -> Callable[[np.ndarray], np.ndarray] | None:
         return None if self.obs_snapshot is None else self.obs_snapshot.normalize
 
-    def _play(self, episodes: int, should_stop: Callable[[], bool]) -> tuple[np.ndarray, np.ndarray]:
-        """``episodes`` greedy episodes of ``self.model``: (returns, lengths)."""
+    def _play(
+        self, episodes: int, seed: int, should_stop: Callable[[], bool]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``episodes`` greedy episodes of ``self.model`` on envs reset on ``seed``: (returns, lengths)."""
         if episodes not in self.envs:
             self.envs[episodes] = make_eval_vector_env(
                 self.config.env_id, episodes, frame_stack=self.config.frame_stack, **self.config.env_kwargs
             )
-        seed = int(self.rng.integers(2**31 - 1 - episodes))
         limit = eval_step_limit(self.config.env_id, self.config.eval_max_steps, self.config.env_kwargs)
         return play_greedy(
             self.model, self.envs[episodes], seed, should_stop, self.config.squash, self._normalize(), limit

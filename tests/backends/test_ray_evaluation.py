@@ -22,17 +22,18 @@ RESULT = (np.array([1.0, 2.0]), np.array([10, 20]), 0.5)  # returns, lengths, th
 
 
 class Actor:
-    """What ``_play`` calls on the actor: ``play.remote`` (a ref it hands to ``_await``)."""
+    """What ``_play`` calls on the actor: ``play.remote`` (a ref it hands to ``_await``); ``sent`` records
+    each play's arguments."""
 
     def __init__(self):
-        self.play = SimpleNamespace(remote=lambda *args: object())
+        self.sent: list[tuple] = []
+        self.play = SimpleNamespace(remote=lambda *args: self.sent.append(args) or object())
 
 
 def evaluator(answered: bool) -> RemoteEvaluator:
     """A RemoteEvaluator with only what ``_play`` reads; its actor answered since its last start or not."""
     ev = object.__new__(RemoteEvaluator)
     ev.actor, ev.flat, ev.obs_snapshot = Actor(), torch.zeros(3), None
-    ev.rng = np.random.default_rng(0)
     ev.config = SimpleNamespace(max_restarts=3, hang_timeout=600.0)
     ev.remote_cpu_s, ev.actor_restarts, ev.play_id = 0.0, 0, 0
     ev.actor_answered, ev.restarted_at = answered, time.monotonic()
@@ -54,8 +55,9 @@ def test_a_play_sent_while_the_actor_restarts_is_sent_again_not_counted(monkeypa
 
     monkeypatch.setattr(ev, "_await", wait)
     monkeypatch.setattr("a3c.backends.ray.evaluation.BEAT_S", 0.0)
-    returns, lengths = ev._play(2, should_stop=lambda: False)
+    returns, lengths = ev._play(2, 7, should_stop=lambda: False)
     assert ev.actor_restarts == 0 and ev.play_id == 2
+    assert [(episodes, seed) for _, episodes, seed, *_ in ev.actor.sent] == [(2, 7), (2, 7)]  # the given seed
     np.testing.assert_array_equal(returns, RESULT[0])
     np.testing.assert_array_equal(lengths, RESULT[1])
 
@@ -70,7 +72,7 @@ def test_an_actor_that_was_up_and_becomes_unavailable_counts_as_a_crash(monkeypa
         raise ActorUnavailableError("the actor's node died", None)
 
     monkeypatch.setattr(ev, "_await", wait)
-    ev._play(2, should_stop=lambda: False)
+    ev._play(2, 7, should_stop=lambda: False)
     assert ev.actor_restarts == 1
     assert "the evaluator actor died (ActorUnavailableError); restarting it (1/3)" in capsys.readouterr().err
 
@@ -86,4 +88,4 @@ def test_past_the_restart_budget_the_run_fails_naming_the_evaluator(monkeypatch)
 
     monkeypatch.setattr(ev, "_await", wait)
     with pytest.raises(ActorFailed, match="evaluator actor"):
-        ev._play(2, should_stop=lambda: False)
+        ev._play(2, 7, should_stop=lambda: False)

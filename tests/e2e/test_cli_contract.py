@@ -57,9 +57,9 @@ def test_default_run_dir_is_runs_env_stamp_seed():
 
 # -- one real --serial run in a fresh cwd, without --run-dir, with TensorBoard on --
 
-# confirm_episodes=0: best.pt is chosen by each evaluation's first eval_episodes episodes
-# (a3c/runtime/evaluator.py); without confirmation rounds that is eval.csv's mean itself, so the summary's
-# best is eval.csv's maximum.
+# confirm_episodes=0 and a target every CartPole evaluation reaches: each evaluation round is a solve that
+# plays no confirmation round (a3c/runtime/eval_rounds.py), and best.pt goes to the highest of those means
+# over the same episodes, eval.csv's own, so the summary's best is eval.csv's maximum.
 SERIAL_ARGS = (
     "train --env CartPole-v1 --serial --seed 7 --max-steps 600 --target-return 5 --eval-interval 30 "
     "--set confirm_episodes=0 --tensorboard --quiet"

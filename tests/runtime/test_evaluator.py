@@ -1,4 +1,4 @@
-"""The evaluator's choice of best.pt: like with like across confirmed evaluations."""
+"""The evaluator's choice of best.pt: like with like, every evaluation over the same episodes."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import a3c.runtime.evaluator as evaluator_module
 from a3c.algo.learner.learner import build_shared
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
@@ -18,10 +19,15 @@ from a3c.runtime.shared import Counters, Heartbeats, StopSignal
 from a3c.runtime.state import SharedState
 
 
-def cartpole_state(run_dir: Path, target: float, mark: float | None = None) -> SharedState:
-    """A CartPole run's shared state (10 evaluation episodes, 100 to confirm), best.pt under ``run_dir``;
-    ``mark`` fills the model's first parameter, to tell which evaluation's weights best.pt holds."""
-    config = Config(env_id="CartPole-v1", target_return=target, eval_episodes=10, confirm_episodes=100)
+def cartpole_state(
+    run_dir: Path, target: float | None, mark: float | None = None, confirm: int = 100, seed: int = 0
+) -> SharedState:
+    """A CartPole run's shared state (10 evaluation episodes, ``confirm`` to confirm), best.pt under
+    ``run_dir``; ``mark`` fills the model's first parameter, to tell which evaluation's weights best.pt
+    holds."""
+    config = Config(
+        env_id="CartPole-v1", target_return=target, eval_episodes=10, confirm_episodes=confirm, seed=seed
+    )
     model, optimizer = build_shared(config, Spaces((4,), 2))
     if mark is not None:
         set_mark(model, mark)
@@ -40,7 +46,7 @@ def scripted(
     evaluator: Evaluator, scores: Iterator[np.ndarray], monkeypatch: pytest.MonkeyPatch
 ) -> Evaluator:
     """``evaluator`` whose plays return the next of ``scores`` (each call's first n returns)."""
-    monkeypatch.setattr(evaluator, "_play", lambda n, stop: (next(scores)[:n], np.ones(n)))
+    monkeypatch.setattr(evaluator, "_play", lambda n, *rest: (next(scores)[:n], np.ones(n)))
     return evaluator
 
 
@@ -50,29 +56,92 @@ def best_mark(run_dir: Path) -> float:
     return float(next(iter(best["model_state"].values())).flatten()[0])
 
 
-def test_best_pt_compares_evaluations_over_the_same_episodes(tmp_path, monkeypatch):
-    # Evaluation 2 reaches the target on its 10 episodes, then its 100 confirmation episodes average 50:
-    # 110 episodes at 60. Evaluation 3 scores 120 on its 10. Comparing 120 (10 episodes) with 60 (110)
-    # would let evaluation 3 replace best.pt; over their first 10 episodes each, 160 stays the best.
-    shared = cartpole_state(tmp_path, 150.0)
-    rounds = iter([np.full(10, 100.0), np.full(10, 160.0), np.full(100, 50.0), np.full(10, 120.0)])
+def recorded_resets(monkeypatch: pytest.MonkeyPatch, scores: Iterator[float]) -> list[tuple[int, int]]:
+    """(episodes, seed) of every vector env the evaluator's plays reset, in order; each play scores the next
+    of ``scores`` in every episode."""
+    resets: list[tuple[int, int]] = []
+
+    def play_greedy(model, envs, seed, *args):
+        resets.append((envs.num_envs, seed))
+        return np.full(envs.num_envs, next(scores)), np.ones(envs.num_envs, np.int64)
+
+    monkeypatch.setattr(evaluator_module, "play_greedy", play_greedy)
+    return resets
+
+
+def test_every_evaluation_resets_on_the_same_two_seeds(tmp_path, monkeypatch):
+    # No target (confirmation rounds of eval_episodes games): evaluation 1 beats the empty best.pt (20
+    # games), 2 does not (10), 3 beats it on its first round (20), 4 reaches nothing (10). Each evaluation
+    # round resets on one seed, each confirmation round on another: the same games every time.
+    shared = cartpole_state(tmp_path, None, confirm=0)
+    resets = recorded_resets(monkeypatch, iter([10.0, 10.0, 5.0, 30.0, 20.0, 1.0]))
+    evaluator = Evaluator(shared, seed=0)
+    episodes = [evaluator.evaluate().episodes for _ in range(4)]
+    evaluator.close()
+    assert episodes == [20, 10, 20, 10]
+    first, confirm = resets[0][1], resets[1][1]
+    assert resets == [(10, first), (10, confirm), (10, first), (10, first), (10, confirm), (10, first)]
+    assert first + 10 <= confirm  # the confirmation round plays other episodes
+
+
+def test_a_restarted_or_resumed_evaluator_plays_the_same_seeds(tmp_path, monkeypatch):
+    # Each start of the evaluator is given a seed stream of its own (a restart, a resumed run's evaluator
+    # with a fresh shared state): the episodes stay the run's, so a later best.pt is judged on the games the
+    # earlier one was. Each evaluation beats the last (both rounds). Another run seed, other games.
+    resets = recorded_resets(monkeypatch, iter([10.0, 10.0, 20.0, 20.0, 30.0, 30.0, 10.0, 10.0]))
+    for run_seed, stream, run_dir in ((3, 0, "run"), (3, 1, "run"), (3, 7, "run"), (4, 0, "other")):
+        (tmp_path / run_dir).mkdir(exist_ok=True)
+        evaluator = Evaluator(cartpole_state(tmp_path / run_dir, None, confirm=0, seed=run_seed), stream)
+        evaluator.evaluate()
+        evaluator.close()
+    first, confirm = resets[0][1], resets[1][1]
+    assert resets[:6] == [(10, first), (10, confirm)] * 3 and len(resets) == 8
+    assert {seed for _, seed in resets[6:]}.isdisjoint({first, confirm})
+    assert saved_best(tmp_path / "run" / "checkpoints" / "best.pt") == (30.0, 30.0, 20)
+
+
+def test_best_pt_is_replaced_only_by_a_better_mean_over_both_rounds(tmp_path, monkeypatch):
+    # No target. Evaluation 1 averages 100 over both rounds. Evaluation 2's first round (120) beats that,
+    # its confirmation (60) brings it to 90: best.pt stays. Evaluation 3's 110 and 100 give 105: it takes
+    # best.pt. Evaluation 4's first round (104) does not beat 105: no confirmation round, no change.
+    shared = cartpole_state(tmp_path, None, confirm=0)
+    rounds = iter([np.full(10, v) for v in (100.0, 100.0, 120.0, 60.0, 110.0, 100.0, 104.0)])
     evaluator = scripted(Evaluator(shared, seed=0), rounds, monkeypatch)
-    marks = []
-    for mark in (1.0, 2.0, 3.0):
+    seen = []
+    for mark in (1.0, 2.0, 3.0, 4.0):
         set_mark(shared.model, mark)
         record = evaluator.evaluate()
-        marks.append((record.episodes, record.mean_return, record.best_selection_mean))
-        assert record.best_mean_return == [100.0, 60.0, 60.0][int(mark) - 1]  # eval.csv's mean of best.pt
+        seen.append(
+            (record.episodes, record.mean_return, record.best_mean_return, record.best_selection_mean)
+        )
     evaluator.close()
-    assert marks == [(10, 100.0, 100.0), (110, 60.0, 160.0), (10, 120.0, 160.0)]
+    assert seen == [
+        (20, 100.0, 100.0, 100.0),
+        (20, 90.0, 100.0, 100.0),
+        (20, 105.0, 105.0, 105.0),
+        (10, 104.0, 105.0, 105.0),
+    ]
+    assert best_mark(tmp_path) == 3.0
     best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
-    assert best_mark(tmp_path) == 2.0
-    assert best["mean_return"] == marks[1][1] and best["selection_mean"] == 160.0
-    assert saved_best(tmp_path / "checkpoints" / "best.pt") == (
-        160.0,
-        60.0,
-        110,
-    )  # what a restarted one compares
+    assert (best["mean_return"], best["selection_mean"], best["selection_episodes"]) == (105.0, 105.0, 20)
+    assert saved_best(tmp_path / "checkpoints" / "best.pt") == (105.0, 105.0, 20)  # a restart compares
+
+
+def test_a_candidate_cut_short_in_its_confirmation_writes_nothing(tmp_path, monkeypatch):
+    # Evaluation 1's first round beats the empty best.pt; the stop comes during its confirmation round.
+    shared = cartpole_state(tmp_path, None, confirm=0)
+    stop = []
+
+    def play(n, *seed_and_stop):
+        stop.append(n)  # the second play (the confirmation round) sees the stop
+        return np.full(n, 50.0), np.ones(n)
+
+    evaluator = Evaluator(shared, seed=0)
+    monkeypatch.setattr(evaluator, "_play", play)
+    assert evaluator.evaluate(should_stop=lambda: len(stop) == 2) is None
+    evaluator.close()
+    assert len(stop) == 2 and not (tmp_path / "checkpoints" / "best.pt").exists()
+    assert (tmp_path / "eval.csv").read_text().count("\n") == 1  # the header only
 
 
 def test_a_solved_evaluation_takes_best_pt_from_one_that_failed_its_confirmation(tmp_path, monkeypatch):
@@ -100,12 +169,14 @@ def test_a_solved_evaluation_takes_best_pt_from_one_that_failed_its_confirmation
 
 
 def test_a_best_pt_counts_as_solved_only_when_judged_over_the_confirmation(tmp_path, monkeypatch):
-    # A run's best.pt scored 190 on 10 episodes (target 200: no confirmation). Resumed with target 180, that
-    # unconfirmed 190 is no solve: a confirmed one (185 on 10, 183 over 110) must replace it.
-    scores = iter([np.full(10, 190.0), np.full(10, 185.0), np.full(100, 182.8)])
-    for target, mark in ((200.0, 1.0), (180.0, 2.0)):
+    # A run without a target saved best.pt at 190 over 20 episodes (10, confirmed on 10). Resumed with target
+    # 180 (confirmed on 100), those 20 episodes are no solve: a confirmed one (185 on 10, 183 over 110) must
+    # replace it, although its mean is lower.
+    scores = iter([np.full(10, 190.0), np.full(10, 190.0), np.full(10, 185.0), np.full(100, 182.8)])
+    for target, confirm, mark in ((None, 0, 1.0), (180.0, 100, 2.0)):
         best_mean = 190.0 if mark == 2.0 else -float("inf")
-        evaluator = Evaluator(cartpole_state(tmp_path, target, mark), seed=0, best_mean=best_mean)
+        state = cartpole_state(tmp_path, target, mark, confirm=confirm)
+        evaluator = Evaluator(state, seed=0, best_mean=best_mean)
         record = scripted(evaluator, scores, monkeypatch).evaluate()
         evaluator.close()
     assert record.solved and record.best_mean_return == pytest.approx(183.0)
@@ -141,7 +212,7 @@ def test_an_evaluation_reads_the_shared_weights_and_writes_nothing_shared(tmp_pa
     moments = {k: v.clone() for k, v in shared.optimizer.state_dict()["state"][0].items()}
     assert moments  # created eagerly: there is state to compare
     record = evaluator.evaluate()
-    assert record is not None and record.episodes == 10
+    assert record is not None and record.episodes == 110  # 10, confirmed on 100: it beats the empty best.pt
     assert all(torch.equal(a, b) for a, b in zip(before, shared.model.parameters(), strict=True))
     assert all(torch.equal(v, shared.optimizer.state_dict()["state"][0][k]) for k, v in moments.items())
     assert shared.counters.total_steps == shared.counters.total_updates == 0
@@ -150,14 +221,11 @@ def test_an_evaluation_reads_the_shared_weights_and_writes_nothing_shared(tmp_pa
 
 
 def test_best_is_recorded_only_once_best_pt_is_on_disk(tmp_path, monkeypatch):
-    # Evaluation 1 (100) cannot be saved (a full disk): best.pt does not hold it, so evaluation 2 (90) still
-    # beats best.pt and replaces it; the record says why evaluation 1 is missing.
-    import a3c.runtime.evaluator as evaluator_module
-
+    # Evaluation 1 (100 over both rounds) cannot be saved (a full disk): best.pt does not hold it, so
+    # evaluation 2 (90) still beats best.pt and replaces it; the record says why evaluation 1 is missing.
     shared = cartpole_state(tmp_path, 500.0)
-    evaluator = scripted(
-        Evaluator(shared, seed=0), iter([np.full(10, 100.0), np.full(10, 90.0)]), monkeypatch
-    )
+    scores = iter([np.full(n, v) for v in (100.0, 90.0) for n in (10, 100)])
+    evaluator = scripted(Evaluator(shared, seed=0), scores, monkeypatch)
     real_save = evaluator_module.save_checkpoint
 
     def full_disk(path, payload):

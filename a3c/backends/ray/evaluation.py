@@ -52,10 +52,10 @@ class RemoteEvaluator(Evaluator):
             self.obs_snapshot.copy_from(self.obs_stats.merged())
         return global_step, updates
 
-    def _play(self, episodes: int, should_stop) -> tuple[np.ndarray, np.ndarray]:
-        """Play on the actor; a hung or dead actor is killed and restarted (by Ray) and asked again, within
-        ``max_restarts``; past that ``ActorFailed``. When stopping, a play that does not end is abandoned."""
-        seed = int(self.rng.integers(2**31 - 1 - episodes))
+    def _play(self, episodes: int, seed: int, should_stop) -> tuple[np.ndarray, np.ndarray]:
+        """Play on the actor, its envs reset on ``seed``; a hung or dead actor is killed and restarted (by
+        Ray) and asked again, within ``max_restarts``; past that ``ActorFailed``. When stopping, a play that
+        does not end is abandoned."""
         while True:
             self.play_id += 1
             obs_norm = None if self.obs_snapshot is None else self.obs_snapshot.state_dict()
