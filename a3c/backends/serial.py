@@ -44,7 +44,7 @@ class SerialBackend:
             shared.model,
             shared.optimizer,
             seed=seeds[0],
-            clock=lambda: (shared.counters.total_updates, shared.counters.total_steps),
+            clock=shared.clock,
             normalizer=None if obs is None else obs.writer(0),
             reward_stats=None if rewards is None else rewards.writer(0),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,11 @@ class SharedState:
     heartbeats: Heartbeats
     obs_stats: SharedObsStats | None = None
     reward_stats: SharedObsStats | None = None
+
+    def clock(self) -> tuple[int, int, float]:
+        """The run so far, all workers: (updates, env steps, seconds of its wall time), a Learner's clock.
+        The seconds count from ``start_time``, which the trainer set back by a resumed run's wall time."""
+        return self.counters.total_updates, self.counters.total_steps, time.time() - self.start_time
 
     def snapshot(self) -> dict[str, Any]:
         """The shared state as one instant (invariant 10): weights, optimizer moments and steps,

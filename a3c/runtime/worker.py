@@ -74,7 +74,7 @@ def worker_main(worker_id: int, shared: SharedState, conn: Connection, seed: int
             shared.model,
             shared.optimizer,
             seed=seed,
-            clock=lambda: (shared.counters.total_updates, shared.counters.total_steps),
+            clock=shared.clock,
             normalizer=None if obs is None else obs.writer(worker_id),
             reward_stats=None if rewards is None else rewards.writer(worker_id),
         )

@@ -214,7 +214,7 @@ class RayWorker:
             model,
             self.link,
             seed=child_seed(seed, worker, restart, resume_index),
-            clock=lambda: (self.updates_seen, self.global_step),
+            clock=lambda: (self.updates_seen, self.global_step, time.time() - self.start_time),
             normalizer=normalizer,
             reward_stats=reward_stats,
         )
