@@ -91,7 +91,8 @@ class Config:
     lr_schedule: str = field(
         default="constant",
         metadata={
-            "help": "learning rate over the run: constant, or linear decay from lr to 0 at max_steps",
+            "help": "learning rate over the run: constant, or linear decay from lr to 0 at the end of the "
+            "budget (max_steps or max_seconds, whichever is further along)",
             "choices": ("constant", "linear"),
         },
     )
@@ -138,6 +139,13 @@ class Config:
         metadata={
             "help": "Box actions: Gaussian samples clipped to the bounds (clip) or squashed (tanh)",
             "choices": ("clip", "tanh"),
+        },
+    )
+    mean_l2_coef: float = field(
+        default=1e-3,
+        metadata={
+            "help": "squash tanh: weight of an L2 pull on the Gaussian's pre-squash mean, so it cannot run "
+            "into tanh's flat tails and stay there; 0 disables"
         },
     )
     obs_norm: bool = field(
@@ -335,6 +343,7 @@ class Config:
             ),
             ("value_coef", self.value_coef >= 0 and finite(self.value_coef), "a finite number >= 0"),
             ("entropy_coef", self.entropy_coef >= 0 and finite(self.entropy_coef), "a finite number >= 0"),
+            ("mean_l2_coef", self.mean_l2_coef >= 0 and finite(self.mean_l2_coef), "a finite number >= 0"),
             ("max_grad_norm", not math.isnan(self.max_grad_norm), "a number (<= 0 disables clipping)"),
             (
                 "hidden_sizes",
@@ -394,7 +403,7 @@ class Config:
                 "an integer in [1, 4] (the conv net takes 4 channels)",
             ),
             self._choice("gaussian_std"),
-            ("init_log_std", -20 <= self.init_log_std <= 2, "a number in [-20, 2]"),
+            ("init_log_std", -5 <= self.init_log_std <= 2, "a number in [-5, 2] (log σ's bounds)"),
             self._choice("squash"),
             self._choice("backend"),
             ("sync_every", self.sync_every >= 1, "an integer >= 1"),
@@ -416,8 +425,10 @@ class Config:
                 f"eval_interval_steps: {self.eval_interval_steps!r} is not allowed with backend ray; "
                 "expected none there (the Ray driver evaluates by time: eval_interval)"
             )
-        if self.lr_schedule == "linear" and self.max_steps is None:
-            raise BadInput("lr_schedule: 'linear' needs max_steps (the decay ends there); set --max-steps")
+        if self.lr_schedule == "linear" and self.max_steps is None and self.max_seconds is None:
+            raise BadInput(
+                "lr_schedule: 'linear' needs a budget to decay over; set --max-steps or --max-seconds"
+            )
         return self
 
     def _choice(self, name: str) -> tuple[str, bool, str]:

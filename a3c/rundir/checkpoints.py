@@ -128,6 +128,9 @@ CHECKPOINT_FORMAT = "a3c-checkpoint"
 
 
 CHECKPOINT_VERSION = 1
+# How a Gaussian policy's stored log σ is read: raw, bounded by ``distributions.bound_log_std``. A checkpoint
+# without this key stored log σ itself, clamped to [-20, 2] (``rundir.resume`` converts it).
+LOG_STD_PARAM = "tanh-bounded[-5,2]"
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
@@ -177,6 +180,7 @@ def checkpoint_payload(config: Config, spaces: Spaces, **fields: Any) -> dict[st
         "spaces": spaces.to_dict(),
         "obs_dim": spaces.obs_dim,
         "n_actions": spaces.n_actions,
+        "log_std_param": LOG_STD_PARAM,
         **fields,
     }
 

@@ -11,11 +11,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from a3c.algo.models.distributions import raw_log_std
 from a3c.algo.shared.normalize import SharedObsStats
 from a3c.algo.shared.optim import SharedOptimizer
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
-from a3c.rundir.checkpoints import load_checkpoint
+from a3c.core.spaces import Spaces
+from a3c.rundir.checkpoints import LOG_STD_PARAM, load_checkpoint
 from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS, METRICS_COLUMNS
 
 # Fields that fix the env, the shape of the model or the optimizer state: a resume may not change them.
@@ -50,6 +52,26 @@ def load_resume_checkpoint(run_dir: Path) -> dict[str, Any]:
     ]
     if missing:
         raise BadInput(f"--resume: {str(path)!r} is not a training checkpoint (no {', '.join(missing)})")
+    return upgrade_log_std(data, path)
+
+
+def upgrade_log_std(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``data`` with a Gaussian policy's log σ in the raw form this a3c reads (``LOG_STD_PARAM``): an older
+    checkpoint's learned log σ [A] (stored as itself, clamped to [-20, 2]) becomes the raw value with the same
+    σ, as near as the new bounds allow; a state-dependent log σ (a head output) cannot be converted, so such
+    a run cannot be resumed (its best.pt still plays: greedy play uses only the mean)."""
+    if data.get("log_std_param") == LOG_STD_PARAM:
+        return data
+    state = data["model_state"]
+    if "log_std" in state:
+        old = state["log_std"].clamp(-20.0, 2.0).tolist()
+        raw = torch.tensor([raw_log_std(v) for v in old], dtype=state["log_std"].dtype)
+        return {**data, "model_state": {**state, "log_std": raw}, "log_std_param": LOG_STD_PARAM}
+    if data["config"].get("gaussian_std") == "state" and Spaces.of_checkpoint(data).continuous:
+        raise BadInput(
+            f"--resume: {str(path)!r} was saved by an older a3c whose state-dependent log σ this one reads "
+            "differently; start a new run (its best.pt still evaluates)"
+        )
     return data
 
 

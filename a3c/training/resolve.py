@@ -17,6 +17,19 @@ FEED_FORWARD_STACK = 4  # frames a cnn without an LSTM sees (Mnih et al. 2016, A
 # target is confirmed on up to 100 more; long episodes get fewer (at most ~100k greedy steps), never under 10.
 CONFIRM_EPISODES = (10, 100)
 CONFIRM_STEPS = 100_000
+# Images: the A3C paper's conv net + LSTM(256), t_max 20 and lr 1e-4, with what Pong taught (Adam's eps
+# 1e-5: smaller first steps kept its ReLUs alive; 8 envs per worker: batched conv forwards) and a gradient
+# clip that binds on our mean losses (docs/performance.md, "Gradient norms").
+IMAGE_DEFAULTS: dict[str, Any] = {
+    "model": "cnn",
+    "lstm_size": 256,
+    "t_max": 20,
+    "lr": 1e-4,
+    "optimizer_eps": 1e-5,
+    "envs_per_worker": 8,
+    "max_grad_norm": 40.0,
+    "eval_interval": 30.0,
+}
 TANH_ENTROPY_COEF = 1e-3  # Box actions squashed by tanh, unless told otherwise (Pendulum's preset)
 
 
@@ -33,13 +46,14 @@ def env_defaults(info: EnvInfo) -> dict[str, Any]:
     flat; for flat observations rewards scaled by the running std of the discounted return. (The
     confirmation of a target, whoever set it, is derived in ``resolve_config``.)"""
     values: dict[str, Any] = {"target_return": info.reward_threshold}
-    if not info.spaces.image:
+    if not info.spaces.image or not is_atari(info.env_id):
         # Unscaled returns (Acrobot's -1 per step: values near -100) give the critic errors in the tens, and
         # the policy gradient noise of that size drove Acrobot's policy to uniform (entropy 0.01) or to a
-        # single action (entropy 0) in every run; scaled, 3 of 3 seeds solved in 2-8 s.
+        # single action (entropy 0) in every run; scaled, 3 of 3 seeds solved in 2-8 s. Atari's training
+        # envs clip rewards to their sign instead (the A3C paper's protocol); other image envs are scaled.
         values["reward_scale"] = True
     if info.spaces.image:
-        values.update(model="cnn", lstm_size=256, t_max=20, lr=1e-4, max_grad_norm=40.0, eval_interval=30.0)
+        values.update(IMAGE_DEFAULTS)
     if info.spaces.continuous and not info.spaces.image:
         values.update(obs_norm=True, envs_per_worker=4, t_max=8, gae_lambda=0.95)
     if info.spaces.continuous:

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from a3c.algo.diagnostics.health import LearningHealth, max_entropy, saturation_floor
+from a3c.algo.diagnostics.health import LearningHealth, box_entropy_floor, max_entropy
 from a3c.algo.shared.optim import non_finite_counts
 from a3c.backends.base import Backend, BackendFailed
 from a3c.core.config import Config
@@ -243,7 +243,7 @@ class Trainer:
 def learning_health(config: Config, info: EnvInfo) -> LearningHealth:
     """The run's health checks: a categorical's entropy against its uniform's, a tanh Gaussian's against
     saturation."""
-    return LearningHealth(max_entropy(info.spaces), saturation_floor(info.spaces, config.squash))
+    return LearningHealth(max_entropy(info.spaces), box_entropy_floor(info.spaces, config.squash))
 
 
 def claim(run_dir: Path, force: bool, resumed: bool) -> tuple[Path, int | None]:

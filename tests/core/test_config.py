@@ -126,6 +126,10 @@ def test_defaults_validate():
         ("confirm_episodes", 1001),
         ("hang_timeout", 0.01),
         ("hang_timeout", 4.9),
+        ("init_log_std", -5.5),
+        ("init_log_std", 2.1),
+        ("mean_l2_coef", -1e-3),
+        ("mean_l2_coef", float("nan")),
     ],
 )
 def test_validate_rejects_with_field_and_value(field, value):
@@ -269,6 +273,11 @@ def _info(shape, continuous, threshold=None):
 def test_image_observations_without_a_preset_get_the_conv_lstm():
     config = resolve_config(_info((1, 84, 84), False, 21.0), {}, {})
     assert (config.model, config.lstm_size, config.target_return) == ("cnn", 256, 21.0)
+    # What Pong taught, for every image env; rewards scaled unless Atari's envs clip them
+    assert (config.optimizer_eps, config.envs_per_worker, config.reward_scale) == (1e-5, 8, True)
+    breakout = dataclasses.replace(_info((1, 84, 84), False), env_id="ALE/Breakout-v5")
+    atari = resolve_config(breakout, {}, {}, use_preset=False)
+    assert (atari.optimizer_eps, atari.envs_per_worker, atari.reward_scale) == (1e-5, 8, False)
     with pytest.raises(BadInput, match="model: 'mlp' is not allowed"):
         resolve_config(_info((1, 84, 84), False), {}, {"model": "mlp"})
 
@@ -355,11 +364,13 @@ def test_cnn_refuses_obs_norm_and_a_state_dependent_std():
         resolve_config(image, {}, {"gaussian_std": "state"})
 
 
-def test_a_linear_lr_schedule_needs_max_steps_on_either_backend():
-    Config(env_id="x", lr_schedule="linear", max_steps=10).validate()
-    Config(env_id="x", lr_schedule="linear", max_steps=10, backend="ray").validate()  # the push carries lr
-    with pytest.raises(BadInput, match="^lr_schedule: 'linear' needs max_steps"):
-        Config(env_id="x", lr_schedule="linear", backend="ray").validate()
+def test_a_linear_lr_schedule_needs_max_steps_or_max_seconds_on_either_backend():
+    for backend in ("local", "ray"):  # on ray, the push carries the rate the worker's schedule chose
+        Config(env_id="x", lr_schedule="linear", max_steps=10, backend=backend).validate()
+        Config(env_id="x", lr_schedule="linear", max_seconds=60.0, backend=backend).validate()
+        Config(env_id="x", lr_schedule="linear", max_steps=10, max_seconds=60.0, backend=backend).validate()
+        with pytest.raises(BadInput, match="^lr_schedule: 'linear' needs .*--max-steps or --max-seconds"):
+            Config(env_id="x", lr_schedule="linear", backend=backend).validate()
 
 
 IMAGE = EnvInfo("ALE/Fake-v5", Spaces((1, 84, 84), 6), 18.0, None)

@@ -1,6 +1,7 @@
 """Learning-health checks on the metrics rows a run already logs: an entropy that collapsed before the target
-was reached (a categorical policy near one action, or a tanh-squashed Gaussian stuck in tanh's flat tails),
-and a critic that explains nothing for long. Each fires at most once per run, as a warning.
+was reached (a categorical policy near one action; a Gaussian whose σ sits at its floor; a tanh-squashed
+Gaussian stuck in tanh's flat tails), and a critic that explains nothing for long. Each fires at most once
+per run, as a warning.
 
 Both are symptoms a user otherwise finds only by plotting metrics.csv: a collapsed policy stops exploring
 (Acrobot without a preset: every training episode at the time limit), and a dead critic (explained
@@ -15,6 +16,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass
 
+from a3c.algo.models.distributions import LOG_STD_MIN
 from a3c.core.records import MetricsRecord
 from a3c.core.spaces import Spaces
 
@@ -29,6 +31,10 @@ COLLAPSE_ROWS = 5  # consecutive rows below it: one noisy row does not count
 # twelve Pendulum runs that solved dipped to -13 at their lowest (2026-12-01, seeds 0-5, entropy_coef 0 and
 # 1e-3). Below -20 nats a dimension (|u| ≳ 10, sech² u < 1e-8) the mean is stuck.
 SATURATED_NATS = -20.0
+# A clipped Gaussian's entropy measures σ alone: Σ (log σ + ½ + ½ ln 2π). One whose log σ averages within
+# this much of its lower bound (``LOG_STD_MIN``) before the target has all but stopped exploring.
+SIGMA_FLOOR_MARGIN = 0.5
+_GAUSS_NATS = 0.5 + 0.5 * math.log(2 * math.pi)
 # A critic whose explained variance has a median ≤ DEAD_CRITIC_EV over the last DEAD_CRITIC_WINDOW env steps,
 # once the run has taken DEAD_CRITIC_STEPS, predicts the returns no better than their mean. Not exactly 0:
 # an untrained critic measured 0.0001-0.0035 (CartPole, value_coef 0); a dead one on Pong -0.0009-0.0003.
@@ -61,15 +67,35 @@ def max_entropy(spaces: Spaces) -> float | None:
     return math.log(spaces.n_actions) if spaces.n_actions > 1 else None
 
 
-def saturation_floor(spaces: Spaces, squash: str) -> float | None:
-    """The entropy (nats) below which a tanh-squashed Gaussian's mean is stuck in saturation:
-    Σ over action dimensions of ``SATURATED_NATS`` + ln(half range); None unless ``squash`` is tanh on Box
-    actions (a clipped Gaussian's entropy only measures σ, which may shrink as far as the policy sharpens)."""
+@dataclass(frozen=True)
+class EntropyFloor:
+    """A Gaussian policy's entropy floor (nats, summed over the action dimensions) and what being below it
+    means, for the warning."""
+
+    nats: float
+    meaning: str
+
+
+def box_entropy_floor(spaces: Spaces, squash: str) -> EntropyFloor | None:
+    """The entropy below which a Gaussian policy is stuck: with tanh, Σ (``SATURATED_NATS`` + ln half range)
+    over the action dimensions (the mean in the flat tails); with clip, log σ within ``SIGMA_FLOOR_MARGIN``
+    of its lower bound on average. None for other actions or a zero-width dimension."""
+    if not spaces.continuous:
+        return None
+    if squash != "tanh":
+        per_dim = LOG_STD_MIN + SIGMA_FLOOR_MARGIN + _GAUSS_NATS
+        why = (
+            "the Gaussian's σ sits at its floor and no longer explores; try a larger init_log_std or a small "
+        )
+        return EntropyFloor(spaces.n_actions * per_dim, why + "entropy_coef")
     bounds = zip(spaces.action_low, spaces.action_high, strict=True)
     half_ranges = [0.5 * (high - low) for low, high in bounds]
-    if not spaces.continuous or squash != "tanh" or not all(h > 0 for h in half_ranges):
+    if not all(h > 0 for h in half_ranges):
         return None  # a zero-width dimension has no log-density to check
-    return sum(SATURATED_NATS + math.log(h) for h in half_ranges)
+    why = "the Gaussian's mean sits in tanh's flat tails, where its gradient vanishes; try a larger "
+    return EntropyFloor(
+        sum(SATURATED_NATS + math.log(h) for h in half_ranges), why + "mean_l2_coef or squash=clip"
+    )
 
 
 class LearningHealth:
@@ -78,12 +104,12 @@ class LearningHealth:
     Args:
         max_entropy: the uniform policy's entropy (``max_entropy(spaces)``); a collapse is below
             ``COLLAPSE_FRACTION`` of it. None: a Gaussian, whose σ shrinks by design as the policy sharpens.
-        saturation_floor: a tanh-squashed Gaussian's ``saturation_floor``; a collapse is below it.
+        box_floor: a Gaussian's ``box_entropy_floor``; a collapse is below it.
     """
 
-    def __init__(self, max_entropy: float | None, saturation_floor: float | None = None):
+    def __init__(self, max_entropy: float | None, box_floor: EntropyFloor | None = None):
         self.max_entropy = max_entropy
-        self.saturation_floor = saturation_floor
+        self.box_floor = box_floor
         self.below = 0
         self.recent: deque[tuple[int, float]] = deque()  # (global_step, explained variance)
         self.first_step: int | None = None  # of the first row seen (a resumed run starts past 0)
@@ -92,7 +118,7 @@ class LearningHealth:
     def observe(self, row: MetricsRecord, solved: bool) -> list[HealthWarning]:
         """Take one metrics row; ``solved``: the run already reached its target (a collapse is fine then)."""
         found = []
-        checked = self.max_entropy or self.saturation_floor is not None
+        checked = self.max_entropy or self.box_floor is not None
         if checked and "entropy_collapse" not in self.fired and not solved:
             found += self._entropy(row)
         if "dead_critic" not in self.fired:
@@ -108,10 +134,8 @@ class LearningHealth:
             what = f"(uniform: {self.max_entropy:.3g}) at step {row.global_step:,}, before the target: "
             what += "the policy has almost stopped exploring; try a larger entropy_coef or a smaller lr"
         else:
-            floor = self.saturation_floor
-            what = f"(saturated below {floor:.3g}) at step {row.global_step:,}, before the target: the "
-            what += "Gaussian's mean sits in tanh's flat tails, where its gradient vanishes; try a "
-            what += "larger entropy_coef or squash=clip"
+            floor, meaning = self.box_floor.nats, self.box_floor.meaning
+            what = f"(floor {floor:.3g}) at step {row.global_step:,}, before the target: {meaning}"
         self.below = self.below + 1 if row.entropy < floor else 0
         if self.below < COLLAPSE_ROWS:
             return []

@@ -88,9 +88,10 @@ class Learner:
         shared_model: the global model (its parameters in shared memory in the spawned case).
         optimizer: the shared optimizer over ``shared_model``'s parameters.
         seed: this worker's seed (envs get seed, seed+1, …; the action sampler and torch get it too).
-        clock: the run so far, all workers: (updates applied to the shared model, env steps). The policy lag
-            of an update is how much the updates grew between this worker's weight pull and its own step;
-            the learning-rate schedule reads the steps.
+        clock: the run so far, all workers: (updates applied to the shared model, env steps, seconds of the
+            run's wall time, continued across a resume). The policy lag of an update is how much the updates
+            grew between this worker's weight pull and its own step; the learning-rate schedule reads the
+            steps and the seconds.
         normalizer: the observation normaliser (``config.obs_norm``), feeding and reading the shared stats.
         reward_stats: this worker's writer of the run's return statistics (``config.reward_scale``): in
             shared memory, or a Ray worker's private copy that the parameter server merges; None: off.
@@ -103,7 +104,7 @@ class Learner:
         optimizer: SharedOptimizer,
         *,
         seed: int,
-        clock: Callable[[], tuple[int, int]] = lambda: (0, 0),
+        clock: Callable[[], tuple[int, int, float]] = lambda: (0, 0, 0.0),
         normalizer: ObsNormalizer | None = None,
         reward_stats: ObsNormalizer | None = None,
     ):
@@ -129,7 +130,7 @@ class Learner:
             frame_stack=config.frame_stack,
             **config.env_kwargs,
         )
-        self.dist = action_dist(envs.single_action_space, config.squash)
+        self.dist = action_dist(envs.single_action_space, config.squash, config.mean_l2_coef)
         reward_scale = None
         if config.reward_scale:
             stats = reward_stats or SharedObsStats((), 1, shared=False).writer(0)
@@ -178,7 +179,7 @@ class Learner:
         tests/algo/test_reference.py checks both of step 3's paths against it."""
         cfg = self.config
         pull_weights(self.local_flat, self.shared_flat)
-        pulled_version, pulled_steps = self.clock()
+        pulled_version, pulled_steps, pulled_seconds = self.clock()
         segment, episodes = self.collector.collect(self.policy)
         loss_args = (segment, cfg.gamma, cfg.gae_lambda, cfg.value_coef, cfg.entropy_coef)
         if self.numpy_grad is not None:
@@ -192,7 +193,9 @@ class Learner:
         if math.isfinite(grad_norm):
             hand_off_gradients(self.local_grad, self.shared_flat)
             if cfg.lr_schedule != "constant":  # where the run was at this update's pull: all workers' steps
-                lr = scheduled_lr(cfg.lr, cfg.lr_schedule, pulled_steps, cfg.max_steps)
+                lr = scheduled_lr(
+                    cfg.lr, cfg.lr_schedule, pulled_steps, cfg.max_steps, pulled_seconds, cfg.max_seconds
+                )
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
             self.optimizer.step()

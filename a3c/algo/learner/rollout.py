@@ -46,8 +46,9 @@ class RewardScale(Protocol):
         """At a segment's end: hand the return statistics on and take the newest shared ones."""
 
 
-def action_dist(space: gym.Space, squash: str = "clip") -> ActionDist:
-    """The ``ActionDist`` of an env's (single) action space, one ``envs.space_check.check_spaces`` takes."""
+def action_dist(space: gym.Space, squash: str = "clip", mean_l2_coef: float = 0.0) -> ActionDist:
+    """The ``ActionDist`` of an env's (single) action space, one ``envs.space_check.check_spaces`` takes;
+    ``squash`` and ``mean_l2_coef`` apply to Box actions."""
     if isinstance(space, gym.spaces.Discrete):
         return ActionDist(False, int(space.n))
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -56,7 +57,12 @@ def action_dist(space: gym.Space, squash: str = "clip") -> ActionDist:
     if isinstance(space, gym.spaces.MultiBinary):
         return ActionDist(False, int(space.shape[0]), binary=True)
     return ActionDist(
-        True, int(space.shape[0]), tuple(map(float, space.low)), tuple(map(float, space.high)), squash
+        True,
+        int(space.shape[0]),
+        tuple(map(float, space.low)),
+        tuple(map(float, space.high)),
+        squash,
+        mean_l2_coef=mean_l2_coef,
     )
 
 

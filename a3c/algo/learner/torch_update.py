@@ -5,6 +5,8 @@ shared to local."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import nn
 
@@ -25,7 +27,7 @@ def segment_loss(
 ) -> LossTerms:
     """The actor-critic loss of ``seg``: ONE batched forward over ``segment_batch(seg)``, or, for a recurrent
     model, one unroll of the segment from its stored initial state. ``dist``: the action distribution
-    (default: categorical over the model's outputs)."""
+    (default: categorical over the model's outputs), whose ``mean_penalty`` joins the total."""
     n = seg.rewards.size
     if getattr(model, "recurrent", False):
         trunc_t, trunc_b = seg.truncated.nonzero()
@@ -44,7 +46,7 @@ def segment_loss(
     dist = dist or ActionDist(False, out.shape[1])
     actions = torch.from_numpy(seg.actions.reshape(n, *seg.actions.shape[2:]))
     log_probs, entropy = dist.log_prob_entropy(out[:n], actions)
-    return a2c_loss(
+    terms = a2c_loss(
         log_probs,
         entropy,
         all_values[:n],
@@ -53,6 +55,9 @@ def segment_loss(
         value_coef,
         entropy_coef,
     )
+    if dist.mean_l2_coef and dist.continuous and dist.squash == "tanh":
+        terms = dataclasses.replace(terms, total=terms.total + dist.mean_penalty(out[:n]))
+    return terms
 
 
 def compute_gradients(loss: torch.Tensor, flat_grad: torch.Tensor, max_grad_norm: float) -> float:

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from a3c.algo.models.distributions import raw_log_std
 from a3c.algo.models.mlp_model import orthogonal_init, with_log_std
 
 LstmState = tuple[torch.Tensor, torch.Tensor]
@@ -59,7 +60,9 @@ class ConvActorCritic(nn.Module):
             features = lstm_size
         self.policy_head = orthogonal_init(nn.Linear(features, n_actions), 0.01)
         self.value_head = orthogonal_init(nn.Linear(features, 1), 1.0)
-        self.log_std = nn.Parameter(torch.full((n_actions,), float(init_log_std))) if continuous else None
+        self.log_std = (
+            nn.Parameter(torch.full((n_actions,), raw_log_std(init_log_std))) if continuous else None
+        )
 
     @property
     def recurrent(self) -> bool:

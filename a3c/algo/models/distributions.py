@@ -6,7 +6,8 @@ A policy output ``out`` is one array per observation:
 - MultiDiscrete(nvec): ``out`` [N, sum(nvec)] logits, one categorical per dimension; MultiBinary(A): ``out``
   [N, A] logits, one Bernoulli per bit (``a3c.algo.models.factored``). Their actions are int64 [N, D] and int8
   [N, A], what the env takes.
-- Box(A): ``out`` [N, 2A] = (mean, log_std) of a diagonal Gaussian over an unbounded ``u``. The env gets
+- Box(A): ``out`` [N, 2A] = (mean, raw log σ) of a diagonal Gaussian over an unbounded ``u``; log σ is the raw
+  value bounded smoothly into [LOG_STD_MIN, LOG_STD_MAX] (``bound_log_std``). The env gets
   ``u`` clipped to the bounds ("clip", as SB3 does: the log-prob is that of ``u``, the sample that was drawn),
   or squashed into them, ``low + (tanh(u) + 1)(high - low)/2`` ("tanh": the log-prob carries the change of
   variables' Jacobian, so it is the exact density of the action the env got, and so does the entropy).
@@ -30,8 +31,10 @@ from a3c.algo.models.factored import (
 )
 from a3c.core.spaces import Spaces, action_kind
 
-# Bounds on log σ: σ in [e^-20, e^2]. The rollout (numpy) and the loss (torch) clamp alike.
-LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+# Bounds on log σ: σ in (e^-5, e^2), as CleanRL's SAC. Reached smoothly (``bound_log_std``), never clamped: a
+# clamp passes no gradient once the raw value is past a bound, so a σ pushed there could never come back.
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+_LOG_STD_MID, _LOG_STD_HALF = (LOG_STD_MAX + LOG_STD_MIN) / 2, (LOG_STD_MAX - LOG_STD_MIN) / 2
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 _LOG_2 = math.log(2.0)
 
@@ -40,6 +43,22 @@ def log_tanh_jacobian(u: torch.Tensor) -> torch.Tensor:
     """log(1 - tanh(u)²) elementwise, as 2(log 2 - u - softplus(-2u)): exact where tanh saturates (a
     ``+ eps`` inside the log would floor it, and its gradient would vanish exactly where it matters)."""
     return 2.0 * (_LOG_2 - u - torch.nn.functional.softplus(-2.0 * u))
+
+
+def bound_log_std(raw: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+    """log σ from the policy's raw output (any shape, numpy or torch): mid + half·tanh((raw - mid)/half), with
+    mid and half those of [LOG_STD_MIN, LOG_STD_MAX]. Close to the identity in the middle (slope 1 at mid,
+    0.93 at log σ 0), inside the bounds everywhere, and its slope sech² never reaches 0: a σ driven to a bound
+    can always be pulled back."""
+    tanh = torch.tanh if isinstance(raw, torch.Tensor) else np.tanh
+    return _LOG_STD_MID + _LOG_STD_HALF * tanh((raw - _LOG_STD_MID) / _LOG_STD_HALF)
+
+
+def raw_log_std(log_std: float) -> float:
+    """The raw value whose ``bound_log_std`` is ``log_std`` (for initialising a model); values at or past a
+    bound map to just inside it."""
+    inside = min(max((log_std - _LOG_STD_MID) / _LOG_STD_HALF, -1.0 + 1e-6), 1.0 - 1e-6)
+    return _LOG_STD_MID + _LOG_STD_HALF * math.atanh(inside)
 
 
 @dataclass(frozen=True)
@@ -53,6 +72,7 @@ class ActionDist:
         low, high: a Box's bounds [n]. squash: "clip" or "tanh" (see the module docstring).
         nvec: MultiDiscrete: the choices per action dimension (empty otherwise).
         binary: MultiBinary: ``n`` independent bits.
+        mean_l2_coef: tanh-squashed Box only: the weight of ``mean_penalty`` in the loss.
     """
 
     continuous: bool
@@ -62,6 +82,7 @@ class ActionDist:
     squash: str = "clip"
     nvec: tuple[int, ...] = ()
     binary: bool = False
+    mean_l2_coef: float = 0.0
 
     @classmethod
     def of_spaces(cls, spaces: Spaces, squash: str = "clip") -> ActionDist:
@@ -120,7 +141,7 @@ class ActionDist:
         if not self.continuous:
             out += noise
             return self.greedy(out)
-        mean, log_std = out[:, : self.n], np.clip(out[:, self.n :], LOG_STD_MIN, LOG_STD_MAX)
+        mean, log_std = out[:, : self.n], bound_log_std(out[:, self.n :])
         return mean + np.exp(log_std) * noise
 
     def greedy(self, out: np.ndarray) -> np.ndarray:
@@ -176,7 +197,7 @@ class ActionDist:
             log_p = torch.log_softmax(out, dim=-1)
             entropy = -(log_p.exp() * log_p).sum(-1)
             return log_p.gather(1, actions.unsqueeze(1)).squeeze(1), entropy
-        mean, log_std = out[:, : self.n], out[:, self.n :].clamp(LOG_STD_MIN, LOG_STD_MAX)
+        mean, log_std = out[:, : self.n], bound_log_std(out[:, self.n :])
         z = (actions - mean) * torch.exp(-log_std)
         log_prob = (-0.5 * z.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)
         entropy = (log_std + 0.5 + _HALF_LOG_2PI).sum(-1)
@@ -186,6 +207,17 @@ class ActionDist:
             u = mean + torch.exp(log_std) * z.detach()  # == actions, with a path to μ and σ
             entropy = entropy + log_tanh_jacobian(u).sum(-1) + log_half_range
         return log_prob, entropy
+
+    def mean_penalty(self, out: torch.Tensor) -> torch.Tensor:
+        """``mean_l2_coef`` × the mean over the N rows of Σ μ² over the action dimensions, for ``out`` [N, 2A]
+        of a tanh-squashed Gaussian: a term of the loss (a scalar 0 for any other distribution).
+
+        Once |μ| ≫ σ every sample lands in tanh's flat tails: all give the same env action, so the policy
+        gradient on μ is noise and Adam random-walks it further out. This L2 pull (SAC's first version used
+        one) grows with |μ|, so it wins there, and costs little near 0."""
+        if not (self.continuous and self.squash == "tanh" and self.mean_l2_coef):
+            return out.new_zeros(())
+        return self.mean_l2_coef * out[:, : self.n].pow(2).sum(-1).mean()
 
     @cached_property
     def _log_half_range(self) -> torch.Tensor:

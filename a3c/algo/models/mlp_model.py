@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from a3c.algo.models.distributions import raw_log_std
+
 
 def _mlp(in_dim: int, hidden_sizes: Sequence[int]) -> tuple[nn.Sequential, int]:
     """A tanh body [N, in_dim] → [N, width] (Linear + Tanh per hidden size) and its output width."""
@@ -29,7 +31,7 @@ def orthogonal_init(layer: nn.Module, gain: float) -> nn.Module:
 
 
 def with_log_std(head: torch.Tensor, log_std: nn.Parameter | None) -> torch.Tensor:
-    """The policy output from a policy head's [N, A]: itself, or (mean, a learned state-independent log σ)
+    """The policy output from a policy head's [N, A]: itself, or (mean, a learned state-independent raw log σ)
     as [N, 2A] when the model has ``log_std``."""
     if log_std is None:
         return head
@@ -48,7 +50,7 @@ class ActorCritic(nn.Module):
         state_std: Gaussian only: log σ is a second output of the policy head (state-dependent) instead of
             one learned parameter vector (state-independent, as in the A3C paper's continuous variant's
             successors: PPO, SB3, CleanRL).
-        init_log_std: Gaussian only: log σ at initialisation.
+        init_log_std: Gaussian only: log σ at initialisation (stored raw: ``distributions.raw_log_std``).
     """
 
     recurrent = False
@@ -74,9 +76,9 @@ class ActorCritic(nn.Module):
         if continuous:
             if state_std:
                 with torch.no_grad():
-                    self.policy_head.bias[n_actions:] = init_log_std
+                    self.policy_head.bias[n_actions:] = raw_log_std(init_log_std)
             else:
-                self.log_std = nn.Parameter(torch.full((n_actions,), float(init_log_std)))
+                self.log_std = nn.Parameter(torch.full((n_actions,), raw_log_std(init_log_std)))
 
     def policy_logits(self, obs: torch.Tensor) -> torch.Tensor:
         """[N, obs_dim] → the policy output [N, P] (the rollout needs no value)."""

@@ -11,10 +11,12 @@ from a3c.algo.diagnostics.health import (
     DEAD_CRITIC_STEPS,
     DEAD_CRITIC_WINDOW,
     SATURATED_NATS,
+    SIGMA_FLOOR_MARGIN,
     LearningHealth,
+    box_entropy_floor,
     max_entropy,
-    saturation_floor,
 )
+from a3c.algo.models.distributions import LOG_STD_MIN
 from a3c.core.records import MetricsRecord
 from a3c.core.spaces import Spaces
 
@@ -48,19 +50,32 @@ def test_a_noisy_low_row_or_a_solved_run_is_no_collapse():
     assert all(gaussian.observe(row(1000 * i, entropy=-3.0), solved=False) == [] for i in range(50))
 
 
-def test_a_tanh_gaussians_floor_is_saturation_per_dimension_and_only_for_tanh():
+def test_a_tanh_gaussians_floor_is_saturation_per_dimension():
     pendulum = Spaces((3,), 1, continuous=True, action_low=(-2.0,), action_high=(2.0,))
     two = Spaces((3,), 2, continuous=True, action_low=(-1.0, 0.0), action_high=(1.0, 4.0))
-    assert saturation_floor(pendulum, "tanh") == pytest.approx(SATURATED_NATS + math.log(2))
-    assert saturation_floor(two, "tanh") == pytest.approx(2 * SATURATED_NATS + math.log(2))
-    assert saturation_floor(pendulum, "clip") is None
-    assert saturation_floor(Spaces((4,), 2), "tanh") is None
+    assert box_entropy_floor(pendulum, "tanh").nats == pytest.approx(SATURATED_NATS + math.log(2))
+    assert box_entropy_floor(two, "tanh").nats == pytest.approx(2 * SATURATED_NATS + math.log(2))
+    assert box_entropy_floor(Spaces((4,), 2), "tanh") is None
     fixed = Spaces((3,), 1, continuous=True, action_low=(1.0,), action_high=(1.0,))  # a zero-width dimension
-    assert saturation_floor(fixed, "tanh") is None
+    assert box_entropy_floor(fixed, "tanh") is None
+
+
+def test_a_clipped_gaussians_floor_is_sigma_near_its_lower_bound():
+    cheetah = Spaces((17,), 6, continuous=True, action_low=(-1.0,) * 6, action_high=(1.0,) * 6)
+    floor = box_entropy_floor(cheetah, "clip")
+    per_dim = LOG_STD_MIN + SIGMA_FLOOR_MARGIN + 0.5 + 0.5 * math.log(2 * math.pi)
+    assert floor.nats == pytest.approx(6 * per_dim)
+    stuck, exploring = LearningHealth(None, floor), LearningHealth(None, floor)
+    fired = [w for i in range(2 * COLLAPSE_ROWS) for w in stuck.observe(row(1000 * i, -21.0), solved=False)]
+    assert [w.kind for w in fired] == ["entropy_collapse"] and "σ sits at its floor" in fired[0].message
+    # log σ = -1 (the HalfCheetah preset's start) is far above it
+    assert all(exploring.observe(row(1000 * i, entropy=6 * -0.58), solved=False) == [] for i in range(50))
 
 
 def test_a_saturated_tanh_gaussian_collapses_and_one_that_dips_does_not():
-    floor = saturation_floor(Spaces((3,), 1, continuous=True, action_low=(-2.0,), action_high=(2.0,)), "tanh")
+    floor = box_entropy_floor(
+        Spaces((3,), 1, continuous=True, action_low=(-2.0,), action_high=(2.0,)), "tanh"
+    )
     stuck = LearningHealth(None, floor)  # Pendulum's preset without an entropy bonus in a CI run that failed
     fired = [w for i in range(2 * COLLAPSE_ROWS) for w in stuck.observe(row(1000 * i, -85.0), solved=False)]
     assert [w.kind for w in fired] == ["entropy_collapse"] and "tanh" in fired[0].message

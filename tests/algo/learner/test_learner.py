@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -131,3 +133,23 @@ def test_a_grad_detached_from_the_flat_buffer_fails_the_update_loudly(numpy_grad
         assert torch.equal(lrn.shared_flat.detach(), before)  # failed before any step
     finally:
         lrn.close()
+
+
+def test_the_mean_pull_joins_the_loss_of_a_tanh_gaussian_only():
+    from a3c.algo.learner.torch_update import segment_loss
+
+    for squash, pulled in (("tanh", True), ("clip", False)):
+        lrn, _ = pendulum_learner(squash=squash, mean_l2_coef=0.5)
+        lrn.update()
+        seg, model = lrn.collector.segment, lrn.local_model
+        with torch.no_grad():
+            model.policy_head.bias.fill_(3.0)  # μ ≈ 3 for every state: saturated
+        args = (model, seg, 0.99, 0.95, 0.5, 0.0)
+        with_pull = segment_loss(*args, lrn.dist).total
+        without = segment_loss(*args, dataclasses.replace(lrn.dist, mean_l2_coef=0.0)).total
+        if pulled:  # 0.5 · mean μ² over the segment's samples
+            with torch.no_grad():
+                mean = model(torch.from_numpy(seg.obs.reshape(-1, 3)))[0][:, 0]
+            assert float(with_pull - without) == pytest.approx(0.5 * float(mean.pow(2).mean()), rel=1e-5)
+        else:
+            assert float(with_pull) == float(without)

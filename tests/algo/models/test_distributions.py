@@ -8,13 +8,25 @@ import torch
 from torch.distributions import Categorical, Independent, Normal, TransformedDistribution
 from torch.distributions.transforms import AffineTransform, TanhTransform
 
-from a3c.algo.models.distributions import ActionDist
+from a3c.algo.models.distributions import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    ActionDist,
+    bound_log_std,
+    raw_log_std,
+)
 
 
 def gaussian_out(rng: np.random.Generator, n: int, dims: int) -> torch.Tensor:
+    """[n, 2·dims] policy outputs: means and RAW log σ (see ``sigma``)."""
     mean = rng.normal(size=(n, dims))
     log_std = rng.uniform(-2.0, 1.0, size=(n, dims))
     return torch.tensor(np.concatenate([mean, log_std], axis=1), dtype=torch.float64)
+
+
+def sigma(out: torch.Tensor, dims: int) -> torch.Tensor:
+    """The σ of ``out``'s raw log σ columns."""
+    return bound_log_std(out[:, dims:]).exp()
 
 
 @pytest.mark.parametrize("dims", [1, 3, 6])
@@ -24,7 +36,7 @@ def test_gaussian_log_prob_and_entropy_match_torch_distributions(dims):
     actions = torch.tensor(rng.normal(size=(64, dims)) * 2.0)
     dist = ActionDist(True, dims, (-1.0,) * dims, (1.0,) * dims, "clip")
     log_prob, entropy = dist.log_prob_entropy(out, actions)
-    reference = Independent(Normal(out[:, :dims], out[:, dims:].exp()), 1)
+    reference = Independent(Normal(out[:, :dims], sigma(out, dims)), 1)
     torch.testing.assert_close(log_prob, reference.log_prob(actions))
     torch.testing.assert_close(entropy, reference.entropy())
 
@@ -39,7 +51,7 @@ def test_tanh_squashed_log_prob_matches_the_transformed_distribution():
     scale = (torch.tensor(high) - torch.tensor(low)) / 2
     loc = torch.tensor(low) + scale
     squashed = TransformedDistribution(
-        Normal(out[:, :dims], out[:, dims:].exp()), [TanhTransform(), AffineTransform(loc, scale)]
+        Normal(out[:, :dims], sigma(out, dims)), [TanhTransform(), AffineTransform(loc, scale)]
     )
     action = torch.tensor(dist.env_action(u.numpy()), dtype=torch.float64)
     # The density of the action the env got (tanh saturates in float64 only far beyond these samples).
@@ -68,7 +80,7 @@ def test_tanh_squashed_entropy_is_the_squashed_actions_entropy(mean, log_std, ha
     # E[log(1 - tanh²)] + log(half_range): 0.6 to 2.4 nats on these cases.
     dist = ActionDist(True, 1, (-half_range,), (half_range,), "tanh")
     n = 200_000
-    out = torch.tensor([[mean, log_std]], dtype=torch.float64).expand(n, 2)
+    out = torch.tensor([[mean, raw_log_std(log_std)]], dtype=torch.float64).expand(n, 2)
     gen = torch.Generator().manual_seed(1)
     u = mean + np.exp(log_std) * torch.randn(n, 1, dtype=torch.float64, generator=gen)
     _, entropy = dist.log_prob_entropy(out, u)
@@ -85,11 +97,14 @@ def test_tanh_squashed_entropy_bonus_stops_pushing_sigma_up():
     eps = torch.randn(n, 1, dtype=torch.float64, generator=gen)
 
     def entropy_slope(log_std: float) -> float:
-        out = torch.tensor([[0.0, log_std]], dtype=torch.float64, requires_grad=True)
+        """d entropy / d log σ (the raw value's gradient over the bound's slope there)."""
+        raw = torch.tensor(raw_log_std(log_std), dtype=torch.float64, requires_grad=True)
+        out = torch.stack([torch.zeros((), dtype=torch.float64), raw]).expand(n, 2)
         u = (np.exp(log_std) * eps).detach()  # the stored samples of that policy
-        _, entropy = dist.log_prob_entropy(out.expand(n, 2), u)
+        _, entropy = dist.log_prob_entropy(out, u)
         entropy.mean().backward()
-        return float(out.grad[0, 1])
+        (slope,) = torch.autograd.grad(bound_log_std(raw), raw)
+        return float(raw.grad / slope)
 
     assert entropy_slope(1.5) < -0.3  # past the maximum: more σ, less entropy
     assert entropy_slope(-2.0) > 0.9  # a narrow policy: tanh ≈ linear, the Gaussian's +1 holds
@@ -122,7 +137,8 @@ def test_box_actions_stay_in_bounds(squash):
 def test_numpy_gaussian_samples_have_the_policy_mean_and_std():
     rng = np.random.default_rng(3)
     dist = ActionDist(True, 2, (-5.0, -5.0), (5.0, 5.0))
-    out = np.tile(np.array([[0.5, -1.0, np.log(0.3), np.log(2.0)]], np.float32), (20000, 1))
+    raw = [raw_log_std(np.log(0.3)), raw_log_std(np.log(2.0))]
+    out = np.tile(np.array([[0.5, -1.0, *raw]], np.float32), (20000, 1))
     u = dist.sample(out, dist.noise(rng, (20000,)))
     np.testing.assert_allclose(u.mean(0), [0.5, -1.0], atol=0.05)
     np.testing.assert_allclose(u.std(0), [0.3, 2.0], rtol=0.03)
@@ -134,3 +150,33 @@ def test_gumbel_max_samples_follow_the_softmax():
     logits = np.tile(np.log(np.array([[0.2, 0.5, 0.3]], np.float32)), (30000, 1))
     actions = dist.sample(logits, dist.noise(rng, (30000,)))
     np.testing.assert_allclose(np.bincount(actions, minlength=3) / 30000, [0.2, 0.5, 0.3], atol=0.01)
+
+
+def test_log_std_is_bounded_smoothly_and_keeps_a_gradient_past_its_bounds():
+    raw = torch.tensor([-40.0, -8.0, raw_log_std(-0.5), 3.0, 40.0], dtype=torch.float64, requires_grad=True)
+    log_std = bound_log_std(raw)
+    assert (log_std > LOG_STD_MIN).all() and (log_std < LOG_STD_MAX).all()
+    assert float(log_std[2].detach()) == pytest.approx(-0.5)
+    # Through the loss: a σ driven past a bound must still feel the pull back (a clamp passed none).
+    dist = ActionDist(True, 5, (-1.0,) * 5, (1.0,) * 5, "clip")
+    out = torch.cat([torch.zeros(5, dtype=torch.float64), raw]).unsqueeze(0)
+    log_prob, _ = dist.log_prob_entropy(out, torch.full((1, 5), 0.5, dtype=torch.float64))
+    log_prob.sum().backward()
+    assert (raw.grad[[1, 3]].abs() > 1e-3).all() and (raw.grad != 0).all()
+    np.testing.assert_allclose(bound_log_std(raw.detach().numpy()), log_std.detach().numpy())
+
+
+@pytest.mark.parametrize("log_std", [-5.0, -4.0, -1.0, 0.0, 0.5, 1.9, 2.0])
+def test_raw_log_std_inverts_the_bound(log_std):
+    assert bound_log_std(np.float64(raw_log_std(log_std))) == pytest.approx(log_std, abs=1e-5)
+
+
+def test_a_saturated_tanh_mean_is_pulled_back_and_a_clipped_one_is_not_penalised():
+    # |μ| = 43, where a CI run's Pendulum policy sat: every sample saturates, so with no signal in the
+    # advantages only the L2 pull moves μ, towards 0 and harder the further out it is.
+    tanh = ActionDist(True, 1, (-2.0,), (2.0,), "tanh", mean_l2_coef=0.5)
+    clip = ActionDist(True, 1, (-2.0,), (2.0,), "clip", mean_l2_coef=0.5)
+    out = torch.tensor([[43.0, 0.0], [-10.0, 0.0]], dtype=torch.float64, requires_grad=True)
+    tanh.mean_penalty(out).backward()
+    torch.testing.assert_close(out.grad, torch.tensor([[43.0, 0.0], [-10.0, 0.0]], dtype=torch.float64))
+    assert float(clip.mean_penalty(out)) == 0.0
