@@ -92,9 +92,13 @@ def test_two_worker_actors_train_and_evaluate_until_interrupted(tmp_path, token,
     for name in ("episodes.csv", "metrics.csv", "eval.csv", "checkpoints/last.pt", "checkpoints/best.pt"):
         assert (run_dir / name).exists(), name
     assert set(metrics_workers(run_dir)) == {"0", "1"}
-    # The evaluator actor played whole CartPole episodes (a reward of 1 a step: return = length).
-    for row in csv_rows(run_dir / "eval.csv"):
-        assert int(row["episodes"]) == config["eval_episodes"], row
+    # The evaluator actor played whole CartPole episodes (a reward of 1 a step: return = length): an
+    # evaluation round, and a confirmation round when it was a candidate for best.pt (the first always is).
+    rounds = (config["eval_episodes"], config["eval_episodes"] + config["confirm_episodes"])
+    rows = csv_rows(run_dir / "eval.csv")
+    assert int(rows[0]["episodes"]) == rounds[1], rows[0]
+    for row in rows:
+        assert int(row["episodes"]) in rounds, row
         assert float(row["mean_return"]) == float(row["mean_length"]) >= 1, row
     evaluated = call_a3c("evaluate", str(run_dir), "--episodes", "3", "--json")
     assert evaluated.returncode == 0, evaluated.stderr

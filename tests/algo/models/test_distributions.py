@@ -178,5 +178,6 @@ def test_a_saturated_tanh_mean_is_pulled_back_and_a_clipped_one_is_not_penalised
     clip = ActionDist(True, 1, (-2.0,), (2.0,), "clip", mean_l2_coef=0.5)
     out = torch.tensor([[43.0, 0.0], [-10.0, 0.0]], dtype=torch.float64, requires_grad=True)
     tanh.mean_penalty(out).backward()
-    torch.testing.assert_close(out.grad, torch.tensor([[43.0, 0.0], [-10.0, 0.0]], dtype=torch.float64))
+    # d/dμ of 0.5 · mean over the 2 rows of μ²: 0.5 · 2μ / 2
+    torch.testing.assert_close(out.grad, torch.tensor([[21.5, 0.0], [-5.0, 0.0]], dtype=torch.float64))
     assert float(clip.mean_penalty(out)) == 0.0
