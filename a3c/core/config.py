@@ -133,7 +133,9 @@ class Config:
             "choices": ("learned", "state"),
         },
     )
-    init_log_std: float = field(default=0.0, metadata={"help": "Box actions: initial log σ"})
+    init_log_std: float = field(
+        default=0.0, metadata={"help": "Box actions: initial log σ, in [-4.5, 1.5] (log σ stays in (-5, 2))"}
+    )
     squash: str = field(
         default="clip",
         metadata={
@@ -403,7 +405,11 @@ class Config:
                 "an integer in [1, 4] (the conv net takes 4 channels)",
             ),
             self._choice("gaussian_std"),
-            ("init_log_std", -5 <= self.init_log_std <= 2, "a number in [-5, 2] (log σ's bounds)"),
+            (
+                "init_log_std",
+                -4.5 <= self.init_log_std <= 1.5,
+                "a number in [-4.5, 1.5] (inside log σ's bounds (-5, 2), where it can still move)",
+            ),
             self._choice("squash"),
             self._choice("backend"),
             ("sync_every", self.sync_every >= 1, "an integer >= 1"),

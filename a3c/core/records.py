@@ -30,7 +30,7 @@ class EvalRecord(NamedTuple):
     cpu_s: float
     best_mean_return: float  # mean_return of the evaluation best.pt holds
     solved: bool
-    best_selection_mean: float | None = None  # its first eval_episodes' mean: what best.pt is chosen by
+    best_selection_mean: float | None = None  # the mean best.pt was chosen by (over both rounds)
     best_save_error: str | None = None  # this evaluation beat best.pt but could not be saved: why
 
 

@@ -81,7 +81,6 @@ PLAY_FIELDS = (
     "lstm_size",
     "frame_stack",
     "gaussian_std",
-    "init_log_std",
     "squash",
     "obs_norm",
     "reward_scale",

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from a3c.algo.models.distributions import raw_log_std
+from a3c.algo.models.distributions import INIT_LOG_STD_RANGE, raw_log_std
 from a3c.algo.shared.normalize import SharedObsStats
 from a3c.algo.shared.optim import SharedOptimizer
 from a3c.core.config import Config
@@ -56,18 +56,24 @@ def load_resume_checkpoint(run_dir: Path) -> dict[str, Any]:
 
 
 def upgrade_log_std(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    """``data`` with a Gaussian policy's log σ in the raw form this a3c reads (``LOG_STD_PARAM``): an older
-    checkpoint's learned log σ [A] (stored as itself, clamped to [-20, 2]) becomes the raw value with the same
-    σ, as near as the new bounds allow; a state-dependent log σ (a head output) cannot be converted, so such
-    a run cannot be resumed (its best.pt still plays: greedy play uses only the mean)."""
+    """``data`` as this a3c reads a checkpoint from before log σ was bounded smoothly (no ``log_std_param``):
+    a learned log σ [A] (stored as itself, clamped to [-20, 2]) becomes the raw value with the same σ, as near
+    as ``INIT_LOG_STD_RANGE`` allows; its config keeps the loss it trained with (no mean pull) and an
+    ``init_log_std`` this a3c accepts (it only shaped the first weights). A state-dependent log σ (a head
+    output) cannot be converted: such a run cannot be resumed (its best.pt still plays on its mean)."""
     if data.get("log_std_param") == LOG_STD_PARAM:
         return data
+    low, high = INIT_LOG_STD_RANGE
+    config = dict(data["config"])
+    config.setdefault("mean_l2_coef", 0.0)
+    if isinstance(config.get("init_log_std"), (int, float)):
+        config["init_log_std"] = min(max(float(config["init_log_std"]), low), high)
+    data = {**data, "config": config, "log_std_param": LOG_STD_PARAM}
     state = data["model_state"]
     if "log_std" in state:
-        old = state["log_std"].clamp(-20.0, 2.0).tolist()
-        raw = torch.tensor([raw_log_std(v) for v in old], dtype=state["log_std"].dtype)
-        return {**data, "model_state": {**state, "log_std": raw}, "log_std_param": LOG_STD_PARAM}
-    if data["config"].get("gaussian_std") == "state" and Spaces.of_checkpoint(data).continuous:
+        raw = torch.tensor([raw_log_std(v) for v in state["log_std"].tolist()], dtype=state["log_std"].dtype)
+        return {**data, "model_state": {**state, "log_std": raw}}
+    if config.get("gaussian_std") == "state" and Spaces.of_checkpoint(data).continuous:
         raise BadInput(
             f"--resume: {str(path)!r} was saved by an older a3c whose state-dependent log σ this one reads "
             "differently; start a new run (its best.pt still evaluates)"

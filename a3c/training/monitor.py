@@ -44,7 +44,7 @@ class RunMonitor:
         self.last_eval: EvalRecord | None = None
         self.solved_at: tuple[float, int] | None = None  # (wall_time, global_step) of the first solved eval
         self.best_mean: float | None = None  # mean_return of the evaluation best.pt holds
-        self.best_selection: float | None = None  # its first eval_episodes' mean, what best.pt is chosen by
+        self.best_selection: float | None = None  # the mean best.pt was chosen by (over both rounds)
         self.errors: list[ErrorRecord] = []
         self.progress = Progress(config.max_steps, enabled=show_progress)
         self.health = LearningHealth(None)  # the trainer gives it the policy's maximum entropy

@@ -148,8 +148,8 @@ def resolve_config(
     if "frame_stack" not in chosen and feed_forward and is_atari(info.env_id):
         values["frame_stack"] = FEED_FORWARD_STACK  # the A3C paper's feed-forward agent sees 4 frames
     if "entropy_coef" not in chosen and values.get("squash") == "tanh" and info.spaces.continuous:
-        # tanh without a bonus lets the mean run into the flat tails (Pendulum's preset at 0 failed CI at -85
-        # nats); its six runs at 1e-3 stayed above -9 (a3c/algo/diagnostics/health.py).
+        # Faster with it on Pendulum's preset (docs/configuration.md); the L2 pull on the mean
+        # (mean_l2_coef), not this bonus, keeps the mean out of tanh's flat tails.
         values["entropy_coef"] = TANH_ENTROPY_COEF
     if "confirm_episodes" not in chosen and values.get("target_return") is not None:
         # Any target, the spec's or the user's: a lucky evaluation must not end the run.

@@ -241,9 +241,10 @@ class Trainer:
 
 
 def learning_health(config: Config, info: EnvInfo) -> LearningHealth:
-    """The run's health checks: a categorical's entropy against its uniform's, a tanh Gaussian's against
-    saturation."""
-    return LearningHealth(max_entropy(info.spaces), box_entropy_floor(info.spaces, config.squash))
+    """The run's health checks: a categorical's entropy against its uniform's, a Gaussian's against its σ's
+    floor (clip) or saturation (tanh)."""
+    box_floor = box_entropy_floor(info.spaces, config.squash, config.target_return is not None)
+    return LearningHealth(max_entropy(info.spaces), box_floor)
 
 
 def claim(run_dir: Path, force: bool, resumed: bool) -> tuple[Path, int | None]:

@@ -24,15 +24,18 @@ def old_checkpoint(gaussian_std: str, state: dict[str, torch.Tensor]) -> dict:
     return {**data, "model_state": state}
 
 
-def test_an_old_learned_log_std_keeps_its_sigma():
-    data = upgrade_log_std(
-        old_checkpoint("learned", {"log_std": torch.tensor([-0.5, 1.0, -30.0])}), Path("x")
-    )
+def test_an_old_learned_log_std_keeps_its_sigma_and_its_run_its_loss():
+    old = old_checkpoint("learned", {"log_std": torch.tensor([-0.5, 1.0, -30.0, 2.0])})
+    del old["config"]["mean_l2_coef"]  # an older a3c had no mean pull
+    old["config"]["init_log_std"] = -8.0  # allowed then
+    data = upgrade_log_std(old, Path("x"))
     assert data["log_std_param"] == LOG_STD_PARAM
-    # -30 was clamped to -20 by the old reading; the new bounds hold it just inside -5
+    # Past the range a σ can still leave (-30, the old cap 2) they start 0.5 inside the bounds
     torch.testing.assert_close(
-        bound_log_std(data["model_state"]["log_std"]), torch.tensor([-0.5, 1.0, -5.0]), atol=1e-4, rtol=0
+        bound_log_std(data["model_state"]["log_std"]), torch.tensor([-0.5, 1.0, -4.5, 1.5]), atol=1e-5, rtol=0
     )
+    assert data["config"]["mean_l2_coef"] == 0.0 and data["config"]["init_log_std"] == -4.5
+    Config.from_dict(data["config"]).validate()
 
 
 def test_a_new_checkpoint_is_left_alone_and_an_old_state_dependent_one_is_refused():

@@ -34,6 +34,7 @@ SATURATED_NATS = -20.0
 # A clipped Gaussian's entropy measures σ alone: Σ (log σ + ½ + ½ ln 2π). One whose log σ averages within
 # this much of its lower bound (``LOG_STD_MIN``) before the target has all but stopped exploring.
 SIGMA_FLOOR_MARGIN = 0.5
+MIN_CHECKED_HALF_RANGE = 0.5  # σ's floor e^-5 is then at most 1.3% of the half range
 _GAUSS_NATS = 0.5 + 0.5 * math.log(2 * math.pi)
 # A critic whose explained variance has a median ≤ DEAD_CRITIC_EV over the last DEAD_CRITIC_WINDOW env steps,
 # once the run has taken DEAD_CRITIC_STEPS, predicts the returns no better than their mean. Not exactly 0:
@@ -76,20 +77,22 @@ class EntropyFloor:
     meaning: str
 
 
-def box_entropy_floor(spaces: Spaces, squash: str) -> EntropyFloor | None:
+def box_entropy_floor(spaces: Spaces, squash: str, has_target: bool = True) -> EntropyFloor | None:
     """The entropy below which a Gaussian policy is stuck: with tanh, Σ (``SATURATED_NATS`` + ln half range)
     over the action dimensions (the mean in the flat tails); with clip, log σ within ``SIGMA_FLOOR_MARGIN``
-    of its lower bound on average. None for other actions or a zero-width dimension."""
+    of its lower bound on average. None for other actions or a zero-width dimension; with clip also for a
+    run without a target (a policy that converged is not stuck) or a half range under
+    ``MIN_CHECKED_HALF_RANGE`` (σ's floor is no longer small beside it)."""
     if not spaces.continuous:
         return None
-    if squash != "tanh":
-        per_dim = LOG_STD_MIN + SIGMA_FLOOR_MARGIN + _GAUSS_NATS
-        why = (
-            "the Gaussian's σ sits at its floor and no longer explores; try a larger init_log_std or a small "
-        )
-        return EntropyFloor(spaces.n_actions * per_dim, why + "entropy_coef")
     bounds = zip(spaces.action_low, spaces.action_high, strict=True)
     half_ranges = [0.5 * (high - low) for low, high in bounds]
+    if squash != "tanh":
+        if not has_target or min(half_ranges) < MIN_CHECKED_HALF_RANGE:
+            return None
+        per_dim = LOG_STD_MIN + SIGMA_FLOOR_MARGIN + _GAUSS_NATS
+        why = "the Gaussian's σ sits at its floor and no longer explores; try a larger init_log_std or a "
+        return EntropyFloor(spaces.n_actions * per_dim, why + "small entropy_coef")
     if not all(h > 0 for h in half_ranges):
         return None  # a zero-width dimension has no log-density to check
     why = "the Gaussian's mean sits in tanh's flat tails, where its gradient vanishes; try a larger "

@@ -35,6 +35,9 @@ from a3c.core.spaces import Spaces, action_kind
 # clamp passes no gradient once the raw value is past a bound, so a σ pushed there could never come back.
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 _LOG_STD_MID, _LOG_STD_HALF = (LOG_STD_MAX + LOG_STD_MIN) / 2, (LOG_STD_MAX - LOG_STD_MIN) / 2
+# Where a model may start (``init_log_std``) or an older checkpoint's log σ is moved to: 0.5 inside each
+# bound, where the bound's slope is still 0.27 (at the bounds themselves it is 0).
+INIT_LOG_STD_RANGE = (LOG_STD_MIN + 0.5, LOG_STD_MAX - 0.5)
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 _LOG_2 = math.log(2.0)
 
@@ -55,9 +58,10 @@ def bound_log_std(raw: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
 
 
 def raw_log_std(log_std: float) -> float:
-    """The raw value whose ``bound_log_std`` is ``log_std`` (for initialising a model); values at or past a
-    bound map to just inside it."""
-    inside = min(max((log_std - _LOG_STD_MID) / _LOG_STD_HALF, -1.0 + 1e-6), 1.0 - 1e-6)
+    """The raw value whose ``bound_log_std`` is ``log_std`` (for initialising a model), ``log_std`` first
+    moved into ``INIT_LOG_STD_RANGE``: a raw value far out, where the bound is flat, would barely move."""
+    low, high = INIT_LOG_STD_RANGE
+    inside = (min(max(log_std, low), high) - _LOG_STD_MID) / _LOG_STD_HALF
     return _LOG_STD_MID + _LOG_STD_HALF * math.atanh(inside)
 
 

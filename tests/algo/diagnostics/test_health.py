@@ -68,8 +68,12 @@ def test_a_clipped_gaussians_floor_is_sigma_near_its_lower_bound():
     stuck, exploring = LearningHealth(None, floor), LearningHealth(None, floor)
     fired = [w for i in range(2 * COLLAPSE_ROWS) for w in stuck.observe(row(1000 * i, -21.0), solved=False)]
     assert [w.kind for w in fired] == ["entropy_collapse"] and "σ sits at its floor" in fired[0].message
-    # log σ = -1 (the HalfCheetah preset's start) is far above it
+    # log σ = -2 on average is far above it
     assert all(exploring.observe(row(1000 * i, entropy=6 * -0.58), solved=False) == [] for i in range(50))
+    # Not checked: a run without a target, or actions whose range is small beside σ's floor
+    assert box_entropy_floor(cheetah, "clip", has_target=False) is None
+    tiny = Spaces((3,), 1, continuous=True, action_low=(-0.1,), action_high=(0.1,))
+    assert box_entropy_floor(tiny, "clip") is None and box_entropy_floor(tiny, "tanh") is not None
 
 
 def test_a_saturated_tanh_gaussian_collapses_and_one_that_dips_does_not():
