@@ -3,7 +3,8 @@ plays, and when an evaluation plays it.
 
 Every evaluation of a run plays the same episodes: its evaluation round resets on one seed fixed for the run
 and its confirmation round on another, so two evaluations' means differ by their policies, not by their
-games. With a new seed per evaluation, best.pt went to the luckiest of dozens of noisy evaluations (Pong:
+games. best.pt is chosen by the mean over ``selection_games``: a candidate holds over games it was not
+picked on. With a new seed per evaluation, best.pt went to the luckiest of dozens of noisy evaluations (Pong:
 18.8 over 5 games, then 16.9 over 30 fresh ones).
 """
 
@@ -30,11 +31,19 @@ def round_seeds(run_seed: int) -> tuple[int, int]:
     return first, first + HALF
 
 
-def confirm_round(config: Config) -> int:
-    """Games in a confirmation round: ``confirm_episodes``, or ``eval_episodes`` when that is 0 (no target,
-    or confirmation turned off), so that a candidate for best.pt is still judged on more games than the ones
-    that made it a candidate."""
-    return config.confirm_episodes or config.eval_episodes
+def confirm_round(config: Config, at_target: bool) -> int:
+    """Games in a confirmation round: at the target, ``confirm_episodes`` (the solve's confirmation) but at
+    least ``eval_episodes``; below it, ``eval_episodes``: enough to judge a candidate for best.pt on twice the
+    games that made it one, without the cost of a solve's confirmation at every improvement (HalfCheetah's
+    100 × 1000 steps made evaluations 5 times rarer)."""
+    return max(config.confirm_episodes, config.eval_episodes) if at_target else config.eval_episodes
+
+
+def selection_games(config: Config) -> int:
+    """The games best.pt is chosen by: the evaluation round and the first ``eval_episodes`` of the
+    confirmation round. A confirmation round's game i always resets on the round's seed + i, so these are
+    the same games in every confirmed evaluation, whatever its round's length."""
+    return 2 * config.eval_episodes
 
 
 def plays_confirmation(eval_mean: float, config: Config, best_solved: bool, best_mean: float) -> bool:

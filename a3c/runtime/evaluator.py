@@ -29,7 +29,7 @@ from a3c.rundir.checkpoints import (
 )
 from a3c.rundir.csvlog import EVAL_COLUMNS, CsvLog
 from a3c.runtime.child import ChildGuard, run_child
-from a3c.runtime.eval_rounds import confirm_round, plays_confirmation, round_seeds
+from a3c.runtime.eval_rounds import confirm_round, plays_confirmation, round_seeds, selection_games
 from a3c.runtime.shared import StopReason, StopSignal
 from a3c.runtime.state import SharedState
 from envs import make_eval_vector_env
@@ -48,10 +48,9 @@ class Evaluator:
         seed: this evaluator process's seed stream, which changes with each restart and resume. The episodes
             do not come from it: every evaluation of the run plays the same ones, on the seeds
             ``round_seeds`` derives from the run's ``config.seed``.
-        best_mean: the best selection mean so far (an evaluation's mean over its evaluation and confirmation
-            rounds, the same episodes for every evaluation); best.pt is only replaced by a better one: a
-            solved evaluation (at the target over all its episodes) before any unsolved one, then the higher
-            selection mean.
+        best_mean: the best selection mean so far (an evaluation's mean over its ``selection_games``, the same
+            games for every evaluation); best.pt is only replaced by a better one: a solved evaluation (at the
+            target over all its episodes) before any unsolved one, then the higher selection mean.
     """
 
     def __init__(self, shared: SharedState, seed: int, best_mean: float = -float("inf")):
@@ -94,18 +93,19 @@ class Evaluator:
 
         It plays the evaluation round (``eval_episodes`` games), then the confirmation round when
         ``plays_confirmation`` says so: at the target, or beating best.pt. Its mean over every game it played
-        is eval.csv's ``mean_return``, whether it is solved (≥ the target) and its selection mean."""
+        is eval.csv's ``mean_return`` and says whether it is solved (≥ the target); its mean over the
+        ``selection_games`` decides whether it replaces best.pt."""
         global_step, updates = self._pull()
         eval_seed, confirm_seed = self.seeds
         returns, lengths = self._play(self.config.eval_episodes, eval_seed, should_stop)
-        if (
-            plays_confirmation(float(returns.mean()), self.config, self.best_solved, self.best_mean)
-            and not should_stop()
-        ):
+        eval_mean, target = float(returns.mean()), self.config.target_return
+        if plays_confirmation(eval_mean, self.config, self.best_solved, self.best_mean) and not should_stop():
             # A target reached over 10-20 episodes is luck now and then (CartPole: best.pt at 460-471 over
             # 100 fresh episodes), and so is a best.pt chosen over a few: a candidate must hold over both
             # rounds, the same games as the best.pt it would replace was judged on.
-            more_returns, more_lengths = self._play(confirm_round(self.config), confirm_seed, should_stop)
+            at_target = target is not None and eval_mean >= target
+            games = confirm_round(self.config, at_target)
+            more_returns, more_lengths = self._play(games, confirm_seed, should_stop)
             returns = np.concatenate([returns, more_returns])
             lengths = np.concatenate([lengths, more_lengths])
         if should_stop():
@@ -125,12 +125,13 @@ class Evaluator:
         )
         self.log.write(row)
         solved = self._solved(mean)
+        selection = float(returns[: selection_games(self.config)].mean())
         # A solved evaluation takes best.pt from any unsolved one (LunarLander: best.pt at 188.4 over 110
-        # episodes in a run solved at 211.5); among either, the higher mean over both rounds. One that played
-        # no confirmation round did not beat best.pt's mean (it cannot take it), unless it is a solve with
-        # confirmation turned off.
+        # episodes in a run solved at 211.5); among either, the higher mean over the selection games. One
+        # that played no confirmation round did not beat best.pt's mean (it cannot take it), unless it is a
+        # solve with confirmation turned off.
         save_error = None
-        if (solved, mean) > (self.best_solved, self.best_mean):
+        if (solved, selection) > (self.best_solved, self.best_mean):
             try:
                 save_checkpoint(
                     self.run_dir / "checkpoints" / "best.pt",
@@ -143,8 +144,8 @@ class Evaluator:
                         updates=updates,
                         wall_time=wall_time,
                         mean_return=mean,
-                        selection_mean=mean,  # the mean that chose it: over both rounds (mean_return)
-                        selection_episodes=len(returns),
+                        selection_mean=selection,
+                        selection_episodes=min(len(returns), selection_games(self.config)),
                         episodes=len(returns),
                     ),
                 )
@@ -152,7 +153,7 @@ class Evaluator:
                 save_error = f"{type(exc).__name__}: {exc}"
                 print(f"warning: could not save best.pt: {exc}", file=sys.stderr, flush=True)
             else:  # the best is what best.pt holds: recorded once on disk, so a later one can replace it
-                self.best_mean, self.best_return, self.best_solved = mean, mean, solved
+                self.best_mean, self.best_return, self.best_solved = selection, mean, solved
         held = None if self.best_mean == -float("inf") else self.best_mean  # None: best.pt holds nothing yet
         return EvalRecord(
             *row,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from a3c.core.config import MAX_ENVS_PER_WORKER, MAX_EPISODES, Config
 from a3c.core.seeding import child_seed
-from a3c.runtime.eval_rounds import confirm_round, plays_confirmation, round_seeds
+from a3c.runtime.eval_rounds import confirm_round, plays_confirmation, round_seeds, selection_games
 
 
 def test_the_rounds_seeds_are_the_runs_and_share_no_episode_with_each_other_or_a_worker():
@@ -24,10 +24,15 @@ def test_the_rounds_seeds_are_the_runs_and_share_no_episode_with_each_other_or_a
     assert len({round_seeds(run_seed) for run_seed in range(100)}) == 100
 
 
-def test_a_confirmation_round_has_confirm_episodes_games_else_eval_episodes():
+def test_a_confirmation_round_is_a_solves_at_the_target_and_as_long_as_the_evaluation_below_it():
     config = Config(env_id="CartPole-v1", eval_episodes=5)
-    assert confirm_round(config) == 5  # no target (confirm_episodes 0): best.pt candidates still confirm
-    assert confirm_round(Config(env_id="CartPole-v1", eval_episodes=5, confirm_episodes=20)) == 20
+    assert confirm_round(config, at_target=False) == 5  # no target: best.pt candidates still confirm
+    hundred = Config(env_id="HalfCheetah-v5", eval_episodes=5, confirm_episodes=100)
+    assert confirm_round(hundred, at_target=False) == 5  # not 100 long episodes at every improvement
+    assert confirm_round(hundred, at_target=True) == 100
+    few = Config(env_id="CartPole-v1", eval_episodes=10, confirm_episodes=3)
+    assert confirm_round(few, at_target=True) == 10  # never fewer than the selection needs
+    assert selection_games(few) == 20
 
 
 def test_the_confirmation_round_is_played_at_the_target_or_to_beat_an_unsolved_best():

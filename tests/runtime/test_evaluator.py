@@ -127,6 +127,28 @@ def test_best_pt_is_replaced_only_by_a_better_mean_over_both_rounds(tmp_path, mo
     assert saved_best(tmp_path / "checkpoints" / "best.pt") == (105.0, 105.0, 20)  # a restart compares
 
 
+def test_best_pt_is_chosen_on_the_same_twenty_games_even_after_a_solves_long_confirmation(
+    tmp_path, monkeypatch
+):
+    # Target 200, a solve confirmed on 100. Evaluation 1 (150, below the target) confirms on 10 more games.
+    # Evaluation 2 reaches the target on its round (230) and plays the solve's 100: its first 10 score 100,
+    # the rest 190, so it is not solved; best.pt judges it on its first 20 games (165), the games evaluation
+    # 1 was judged on. Evaluation 3 (170 on both rounds) beats that and takes best.pt, though it is below
+    # evaluation 2's mean over all its 110 games (183.6).
+    shared = cartpole_state(tmp_path, 200.0)
+    long_round = np.concatenate([np.full(10, 100.0), np.full(90, 190.0)])
+    rounds = iter([np.full(10, 150.0)] * 2 + [np.full(10, 230.0), long_round] + [np.full(10, 170.0)] * 2)
+    evaluator = scripted(Evaluator(shared, seed=0), rounds, monkeypatch)
+    seen = []
+    for mark in (1.0, 2.0, 3.0):
+        set_mark(shared.model, mark)
+        record = evaluator.evaluate()
+        seen.append((record.episodes, record.solved, record.best_selection_mean))
+    evaluator.close()
+    assert seen[0] == (20, False, 150.0) and seen[1] == (110, False, 165.0) and seen[2] == (20, False, 170.0)
+    assert best_mark(tmp_path) == 3.0
+
+
 def test_a_candidate_cut_short_in_its_confirmation_writes_nothing(tmp_path, monkeypatch):
     # Evaluation 1's first round beats the empty best.pt; the stop comes during its confirmation round.
     shared = cartpole_state(tmp_path, None, confirm=0)
@@ -212,7 +234,9 @@ def test_an_evaluation_reads_the_shared_weights_and_writes_nothing_shared(tmp_pa
     moments = {k: v.clone() for k, v in shared.optimizer.state_dict()["state"][0].items()}
     assert moments  # created eagerly: there is state to compare
     record = evaluator.evaluate()
-    assert record is not None and record.episodes == 110  # 10, confirmed on 100: it beats the empty best.pt
+    assert (
+        record is not None and record.episodes == 20
+    )  # 10, confirmed on 10 more: it beats the empty best.pt
     assert all(torch.equal(a, b) for a, b in zip(before, shared.model.parameters(), strict=True))
     assert all(torch.equal(v, shared.optimizer.state_dict()["state"][0][k]) for k, v in moments.items())
     assert shared.counters.total_steps == shared.counters.total_updates == 0
