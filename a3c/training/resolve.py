@@ -17,9 +17,9 @@ FEED_FORWARD_STACK = 4  # frames a cnn without an LSTM sees (Mnih et al. 2016, A
 # target is confirmed on up to 100 more; long episodes get fewer (at most ~100k greedy steps), never under 10.
 CONFIRM_EPISODES = (10, 100)
 CONFIRM_STEPS = 100_000
-# Images: the A3C paper's conv net + LSTM(256), t_max 20 and lr 1e-4, with what Pong taught (Adam's eps
-# 1e-5: smaller first steps kept its ReLUs alive; 8 envs per worker: batched conv forwards) and a gradient
-# clip that binds on our mean losses (docs/performance.md, "Gradient norms").
+# Images: the A3C paper's conv net + LSTM(256), t_max 20, lr 1e-4 and clip 40, with what Pong taught (Adam's
+# eps 1e-5: smaller first steps kept its ReLUs alive; 8 envs per worker: batched conv forwards). The clip
+# never binds on our mean losses (docs/dev-notes.md, "Gradient norms on images"); a measured one is to come.
 IMAGE_DEFAULTS: dict[str, Any] = {
     "model": "cnn",
     "lstm_size": 256,
