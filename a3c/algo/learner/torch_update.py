@@ -55,7 +55,7 @@ def segment_loss(
         value_coef,
         entropy_coef,
     )
-    if dist.mean_l2_coef and dist.continuous and dist.squash == "tanh":
+    if dist.pulls_mean:
         terms = dataclasses.replace(terms, total=terms.total + dist.mean_penalty(out[:n]))
     return terms
 

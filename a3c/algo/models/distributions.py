@@ -212,6 +212,11 @@ class ActionDist:
             entropy = entropy + log_tanh_jacobian(u).sum(-1) + log_half_range
         return log_prob, entropy
 
+    @property
+    def pulls_mean(self) -> bool:
+        """Whether ``mean_penalty`` is a term of the loss: a tanh-squashed Gaussian with a mean pull."""
+        return self.continuous and self.squash == "tanh" and self.mean_l2_coef > 0
+
     def mean_penalty(self, out: torch.Tensor) -> torch.Tensor:
         """``mean_l2_coef`` × the mean over the N rows of Σ μ² over the action dimensions, for ``out`` [N, 2A]
         of a tanh-squashed Gaussian: a term of the loss (a scalar 0 for any other distribution).
@@ -219,7 +224,7 @@ class ActionDist:
         Once |μ| ≫ σ every sample lands in tanh's flat tails: all give the same env action, so the policy
         gradient on μ is noise and Adam random-walks it further out. This L2 pull (SAC's first version used
         one) grows with |μ|, so it wins there, and costs little near 0."""
-        if not (self.continuous and self.squash == "tanh" and self.mean_l2_coef):
+        if not self.pulls_mean:
             return out.new_zeros(())
         return self.mean_l2_coef * out[:, : self.n].pow(2).sum(-1).mean()
 

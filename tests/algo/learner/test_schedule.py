@@ -40,15 +40,9 @@ def test_linear_follows_whichever_budget_is_further_along():
 @pytest.mark.parametrize("schedule", ["constant", "linear"])
 def test_the_learner_steps_with_the_scheduled_rate(schedule):
     config = Config(env_id="CartPole-v1", lr=1e-3, lr_schedule=schedule, max_steps=1000, t_max=5).validate()
-    model, optimizer = build_shared(config, Spaces((4,), 2))
     # As if the run had made 40 updates (of another t_max: a resume may change it) and 200 of 1000 steps.
-    learner = Learner(config, model, optimizer, seed=0, clock=lambda: (40, 200, 30.0))
-    try:
-        learner.update()
-    finally:
-        learner.close()
     expected = {"constant": 1e-3, "linear": 8e-4}[schedule]
-    assert optimizer.param_groups[0]["lr"] == pytest.approx(expected)
+    assert lr_after_one_update(config) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize(("max_steps", "expected"), [(None, 4e-4), (1000, 4e-4), (100, 0.0)])
@@ -56,11 +50,16 @@ def test_the_learner_decays_over_max_seconds_with_the_run_s_wall_time(max_steps,
     config = Config(
         env_id="CartPole-v1", lr=1e-3, lr_schedule="linear", max_steps=max_steps, max_seconds=50.0, t_max=5
     ).validate()
-    model, optimizer = build_shared(config, Spaces((4,), 2))
     # The run at 200 steps and 30 of its 50 seconds (0.6): the seconds lead unless 100 steps is the budget.
+    assert lr_after_one_update(config) == pytest.approx(expected)
+
+
+def lr_after_one_update(config: Config) -> float:
+    """The rate a learner's optimizer stepped with, its clock at 40 updates, 200 steps and 30 s."""
+    model, optimizer = build_shared(config, Spaces((4,), 2))
     learner = Learner(config, model, optimizer, seed=0, clock=lambda: (40, 200, 30.0))
     try:
         learner.update()
     finally:
         learner.close()
-    assert optimizer.param_groups[0]["lr"] == pytest.approx(expected)
+    return optimizer.param_groups[0]["lr"]
