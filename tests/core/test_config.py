@@ -285,7 +285,7 @@ def test_image_observations_without_a_preset_get_the_conv_lstm():
 def test_box_actions_without_a_preset_get_a_gaussian_on_normalised_observations():
     config = resolve_config(_info((5,), True), {}, {})
     assert config.model == "mlp" and config.obs_norm and config.gaussian_std == "learned"
-    # Adam 3e-4: at the discrete default of 1e-3 one Pendulum seed of five oscillated for its whole budget
+    # Adam 3e-4: at the built-in default of 1e-3 one Pendulum seed of five oscillated for its whole budget
     assert (config.lr, resolve_config(_info((5,), False), {}, {}).lr) == (3e-4, 1e-3)
     with pytest.raises(BadInput, match="model: 'cnn' is not allowed"):
         resolve_config(_info((5,), True), {}, {"model": "cnn"})
