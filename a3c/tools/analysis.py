@@ -215,6 +215,34 @@ def curve_keys(runs: Runs, group_by: str | None = None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(("env_id", group_by)))
 
 
+ROWS_PER_WINDOW = 4
+
+
+def throughput(metrics: pd.DataFrame, windows: int = 100) -> pd.DataFrame:
+    """Env steps per second of one run over wall time, from its metrics rows (``wall_time``,
+    ``global_step``; any order, every worker's rows together).
+
+    Rows of different workers can be milliseconds apart, and each counts the global step as that worker saw
+    it, a few hundred steps behind or ahead of the others: the quotient of two neighbouring rows' differences
+    is noise (spikes of tens of thousands of steps/s, or below zero). So the rate is taken over ``windows``
+    equal windows of the run's span: at each window's end the highest global step reported so far; the rate
+    is its growth over the window. A short run gets fewer windows, about four rows each (a window without a
+    row would read 0 and its neighbour twice the rate). Columns: ``wall_time`` (each window's end),
+    ``steps_per_s``; empty for fewer than two distinct times.
+    """
+    times = metrics["wall_time"].to_numpy(float) if len(metrics) else np.zeros(0)
+    distinct = len(np.unique(times))
+    if distinct < 2:
+        return pd.DataFrame({"wall_time": [], "steps_per_s": []})
+    windows = max(1, min(windows, (distinct - 1) // ROWS_PER_WINDOW))
+    order = np.argsort(times, kind="stable")
+    times = times[order]
+    steps = np.maximum.accumulate(metrics["global_step"].to_numpy(float)[order])
+    edges = np.linspace(times[0], times[-1], windows + 1)
+    reached = steps[np.searchsorted(times, edges, side="right") - 1]  # [windows + 1]
+    return pd.DataFrame({"wall_time": edges[1:], "steps_per_s": np.diff(reached) / np.diff(edges)})
+
+
 def _curve_label(keys: tuple[str, ...], values: tuple, envs: int) -> str:
     """``env`` alone, else ``key=value, …``, led by the env when the figure has several."""
     parts = [f"{k}={v}" for k, v in zip(keys[1:], values[1:], strict=True)]
@@ -266,10 +294,8 @@ def plot_runs(
     metrics = runs.metrics
     if len(metrics):
         for run, group in metrics.groupby("run"):
-            # Rate of the global step over wall time: every worker counted once, whatever its window.
-            group = group.sort_values("wall_time").drop_duplicates("wall_time")
-            rate = group["global_step"].diff() / group["wall_time"].diff()
-            ax.plot(group["wall_time"], rate.rolling(4, min_periods=1).mean(), label=Path(run).name)
+            rate = throughput(group)
+            ax.plot(rate["wall_time"], rate["steps_per_s"], label=Path(run).name)
     ax.set(title="Throughput (all workers)", xlabel="wall time (s)", ylabel="env steps / s")
     ax = axes[1, 1]
     if len(metrics):

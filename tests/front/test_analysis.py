@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from a3c.tools.analysis import aggregate, load_runs, runs_table
+from a3c.tools.analysis import aggregate, load_runs, runs_table, throughput
 from tests.helpers import ROOT, require_extra, run_a3c
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -53,6 +53,25 @@ def test_aggregate_carries_a_finished_run_forward():
 
 
 @pytest.mark.slow
+def test_throughput_is_the_global_steps_growth_per_window_not_the_noise_between_two_workers_rows():
+    # A true 1,000 steps/s; worker 0 writes on the second, worker 1 a millisecond later, counting 200 steps
+    # behind: neighbouring rows' differences would read -200,000 and then +1,200 steps/s.
+    seconds = np.arange(41.0)
+    rows = pd.DataFrame(
+        {
+            "wall_time": np.concatenate([seconds + 0.001, seconds]),
+            "global_step": np.concatenate([1000 * seconds - 200, 1000 * seconds]),
+        }
+    )
+    rate = throughput(rows, windows=10)
+    assert len(rate) == 10
+    assert rate["steps_per_s"].to_numpy() == pytest.approx(1000, rel=1e-3)
+    assert rate["wall_time"].iloc[-1] == pytest.approx(40.001)
+    # Three rows make one window (about four rows each); one time, none.
+    assert throughput(rows.iloc[41:44])["steps_per_s"].tolist() == [1000.0]
+    assert throughput(rows.iloc[:1]).empty and throughput(rows.iloc[:0]).empty
+
+
 def test_tensorboard_event_files_have_the_stable_tags(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
