@@ -65,5 +65,7 @@ def plot(sources: tuple[Path, ...], output: Path, x_axis: str, group_by: str | N
         raise BadInput(
             f"RUN_OR_DIR: no run directories (with a config.json) in {[str(s) for s in sources]}"
         ) from None
-    path = analysis.plot_runs(loaded, output, x=x_axis, group_by=group_by)
+    from a3c.tools.plot import plot_runs  # its imports are the analysis extra's, checked above
+
+    path = plot_runs(loaded, output, x=x_axis, group_by=group_by)
     click.echo(f"wrote {path} ({len(loaded.paths)} runs)")

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from a3c.tools.analysis import aggregate, load_runs, runs_table, throughput
+from a3c.tools.analysis import aggregate, load_runs, runs_table
+from a3c.tools.plot import throughput
 from tests.helpers import ROOT, require_extra, run_a3c
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
