@@ -33,16 +33,18 @@ def throughput(metrics: pd.DataFrame, windows: int = 100) -> pd.DataFrame:
     equal windows of the run's span: at each window's end the highest global step reported so far; the rate
     is its growth over the window. A short run gets fewer windows, about four rows each (a window without a
     row would read 0 and its neighbour twice the rate). Columns: ``wall_time`` (each window's end),
-    ``steps_per_s``; empty for fewer than two distinct times.
+    ``steps_per_s``; empty for fewer than two distinct times. Rows with a missing value (a live CSV's
+    half-written last line) are left out.
     """
-    times = metrics["wall_time"].to_numpy(float) if len(metrics) else np.zeros(0)
+    rows = metrics[["wall_time", "global_step"]].dropna() if len(metrics) else pd.DataFrame()
+    times = rows["wall_time"].to_numpy(float) if len(rows) else np.zeros(0)
     distinct = len(np.unique(times))
     if distinct < 2:
-        return pd.DataFrame({"wall_time": [], "steps_per_s": []})
+        return pd.DataFrame({"wall_time": [], "steps_per_s": []}, dtype=float)
     windows = max(1, min(windows, (distinct - 1) // ROWS_PER_WINDOW))
     order = np.argsort(times, kind="stable")
     times = times[order]
-    steps = np.maximum.accumulate(metrics["global_step"].to_numpy(float)[order])
+    steps = np.maximum.accumulate(rows["global_step"].to_numpy(float)[order])
     edges = np.linspace(times[0], times[-1], windows + 1)
     reached = steps[np.searchsorted(times, edges, side="right") - 1]  # [windows + 1]
     return pd.DataFrame({"wall_time": edges[1:], "steps_per_s": np.diff(reached) / np.diff(edges)})
