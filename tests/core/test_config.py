@@ -275,6 +275,9 @@ def test_image_observations_without_a_preset_get_the_conv_lstm():
     assert (config.model, config.lstm_size, config.target_return) == ("cnn", 256, 21.0)
     # What Pong taught, for every image env; rewards scaled unless Atari's envs clip them
     assert (config.optimizer_eps, config.envs_per_worker, config.reward_scale) == (1e-5, 8, True)
+    # A clip that binds on mean losses (the A3C paper's 40 never did); Pong's preset takes it too
+    assert config.max_grad_norm == 0.5
+    assert "max_grad_norm" not in load_preset("ALE/Pong-v5")
     breakout = dataclasses.replace(_info((1, 84, 84), False), env_id="ALE/Breakout-v5")
     atari = resolve_config(breakout, {}, {}, use_preset=False)
     assert (atari.optimizer_eps, atari.envs_per_worker, atari.reward_scale) == (1e-5, 8, False)
