@@ -10,10 +10,14 @@ import click
 from a3c.core.errors import BadInput
 
 
-def _analysis():
-    """a3c.tools.analysis, or BadInput naming the extra to install."""
+def _analysis(plotting: bool = False):
+    """a3c.tools.analysis, or BadInput naming the extra to install; with ``plotting``, matplotlib must be
+    there too (plot.py imports it only when it draws)."""
     try:
         import a3c.tools.analysis as analysis
+
+        if plotting:
+            import matplotlib  # noqa: F401
     except ImportError as exc:
         raise BadInput(f"{exc.name} is not installed; pip install 'a3c[analysis]'") from None
     return analysis
@@ -54,7 +58,7 @@ def runs(directory: Path) -> None:
 def plot(sources: tuple[Path, ...], output: Path, x_axis: str, group_by: str | None) -> None:
     """Learning curves (eval mean with a 95% CI band across seeds, smoothed training returns), throughput and
     policy lag of one or more runs, as one figure."""
-    analysis = _analysis()
+    analysis = _analysis(plotting=True)
     if output.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise BadInput(f"--output: {str(output)!r} is not allowed; expected a .png, .pdf or .svg file")
     if not output.parent.is_dir():

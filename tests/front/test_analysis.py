@@ -4,6 +4,7 @@ run."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -210,6 +211,16 @@ def test_plot_refuses_an_unknown_image_type_and_a_missing_folder(tmp_path, capsy
             main(["plot", str(tmp_path), "-o", str(output)])
         assert exit_info.value.code == 2
         assert capsys.readouterr().err.startswith("error: --output:")
+
+
+def test_plot_without_matplotlib_names_the_extra_before_reading_any_run(tmp_path, capsys, monkeypatch):
+    from a3c.cli import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plot", str(tmp_path / "no-such-run"), "-o", str(tmp_path / "x.png")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == "error: matplotlib is not installed; pip install 'a3c[analysis]'\n"
 
 
 def test_find_runs_skips_config_json_files_that_a3c_did_not_write(tmp_path):
