@@ -44,8 +44,8 @@ def env_defaults(info: EnvInfo) -> dict[str, Any]:
     """Defaults derived from the env itself, under any preset: the target from its spec's reward_threshold;
     for image observations the A3C paper's Atari setup (conv net + LSTM(256), t_max 20, lr 1e-4) with a
     gradient clip of 0.5; for Box actions a Gaussian policy without an entropy bonus, on normalised
-    observations with Adam 3e-4 when flat; for flat observations rewards scaled by the running std of the discounted return.
-    (The confirmation of a target, whoever set it, is derived in ``resolve_config``.)"""
+    observations with Adam 3e-4 when flat; for flat observations rewards scaled by the running std of the
+    discounted return. (The confirmation of a target, whoever set it, is derived in ``resolve_config``.)"""
     values: dict[str, Any] = {"target_return": info.reward_threshold}
     if not info.spaces.image or not is_atari(info.env_id):
         # Unscaled returns (Acrobot's -1 per step: values near -100) give the critic errors in the tens, and
