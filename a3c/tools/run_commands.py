@@ -19,7 +19,8 @@ def _analysis(plotting: bool = False):
         if plotting:
             import matplotlib  # noqa: F401
     except ImportError as exc:
-        raise BadInput(f"{exc.name} is not installed; pip install 'a3c[analysis]'") from None
+        missing = exc.name or ("matplotlib" if plotting else "pandas")  # None when a package is broken
+        raise BadInput(f"{missing} is not installed; pip install 'a3c[analysis]'") from None
     return analysis
 
 
