@@ -4,9 +4,9 @@ figures are ``a3c.tools.plot``'s).
 Needs the ``analysis`` extra (pandas, matplotlib). Every table carries the run's metadata as columns
 (``run``, ``env_id``, ``seed`` and every scalar config value), so runs concatenate and group cleanly::
 
-    from a3c.tools.analysis import load_runs, aggregate
+    from a3c.tools.analysis import aggregate, load_runs, solved_runs
     runs = load_runs("runs/CartPole-v1")
-    curve = aggregate(runs.eval, x="global_step", y="mean_return")
+    curve = aggregate(runs.eval, x="global_step", y="mean_return", held=solved_runs(runs))
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,22 @@ def runs_table(runs: Runs) -> pd.DataFrame:
     )
 
 
+def solved_runs(runs: Runs) -> list[str]:
+    """The ``run`` of every run whose summary says it solved (reached and confirmed its target)."""
+    r = runs.runs
+    if "summary_solved" not in r:
+        return []
+    return r.loc[r["summary_solved"].eq(True), "run"].tolist()  # NaN (no summary.json) is not True
+
+
+def _mean_present(values: np.ndarray, axis: int) -> np.ndarray:
+    """Mean over ``axis`` of the values that are not NaN; NaN where none is."""
+    present = ~np.isnan(values)
+    counts = present.sum(axis=axis)
+    sums = np.where(present, values, 0.0).sum(axis=axis)
+    return np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
+
+
 def aggregate(
     table: pd.DataFrame,
     x: str = "global_step",
@@ -144,34 +161,43 @@ def aggregate(
     by: tuple[str, ...] = ("env_id",),
     points: int = 100,
     n_boot: int = 1000,
-    seed: int = 0,
+    held: Collection[str] | None = None,
 ) -> pd.DataFrame:
     """Mean of ``y`` across runs on a common grid of ``x``, with a bootstrap 95% CI over runs.
 
     Each run's curve is linearly interpolated onto ``points`` grid values from the earliest first ``x`` to
-    the latest last ``x`` of the group; before its first point a run holds its first value and after its
-    last one its last value (a run that stopped at the target keeps the return it stopped with). Columns:
-    the ``by`` keys, ``x``, ``mean``, ``ci_low``, ``ci_high``, ``n_runs``.
+    the latest last ``x`` of the group; before its first point a run holds its first value. After its last
+    point a run in ``held`` holds its last value (pass ``solved_runs(runs)``: a run that stopped at its
+    target keeps the return it stopped with); any other run counts no further, so a run stopped early (a
+    signal, a crash, a shorter budget) does not hold the mean at its last score. ``held=None``: every run
+    holds. Columns: the ``by`` keys, ``x``, ``mean``, ``ci_low``, ``ci_high``, ``n_runs`` (the runs counted
+    at that ``x``).
     """
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(0)  # the same CI for the same runs
     frames = []
     for keys, group in table.groupby(list(by), dropna=False):  # a None value is a group too
-        curves = [g.sort_values(x) for _, g in group.groupby("run") if len(g)]
+        curves = [(run, g.sort_values(x)) for run, g in group.groupby("run") if len(g)]
         if not curves:
             continue
-        start = min(float(c[x].iloc[0]) for c in curves)
-        end = max(float(c[x].iloc[-1]) for c in curves)
+        start = min(float(c[x].iloc[0]) for _, c in curves)
+        end = max(float(c[x].iloc[-1]) for _, c in curves)
         grid = np.linspace(start, end, points)
-        values = np.stack([np.interp(grid, c[x].to_numpy(float), c[y].to_numpy(float)) for c in curves])
+        rows = []
+        for run, c in curves:
+            row = np.interp(grid, c[x].to_numpy(float), c[y].to_numpy(float))
+            if held is not None and run not in held:
+                row[grid > float(c[x].iloc[-1])] = np.nan
+            rows.append(row)
+        values = np.stack(rows)  # [runs, points]
         picks = rng.integers(0, len(curves), size=(n_boot, len(curves)))
-        boot_means = values[picks].mean(axis=1)  # [n_boot, points]
+        boot_means = _mean_present(values[picks], axis=1)  # [n_boot, points]
         frame = pd.DataFrame(
             {
                 x: grid,
-                "mean": values.mean(axis=0),
-                "ci_low": np.percentile(boot_means, 2.5, axis=0),
-                "ci_high": np.percentile(boot_means, 97.5, axis=0),
-                "n_runs": len(curves),
+                "mean": _mean_present(values, axis=0),
+                "ci_low": np.nanpercentile(boot_means, 2.5, axis=0),
+                "ci_high": np.nanpercentile(boot_means, 97.5, axis=0),
+                "n_runs": (~np.isnan(values)).sum(axis=0),
             }
         )
         for key, value in zip(by, keys if isinstance(keys, tuple) else (keys,), strict=True):

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from a3c.tools.analysis import Runs, aggregate, curve_keys
+from a3c.tools.analysis import Runs, aggregate, curve_keys, solved_runs
 
 ROWS_PER_WINDOW = 4
 
@@ -85,10 +85,14 @@ def plot_runs(
     label = {"steps": "env steps", "time": "wall time (s)"}[x]
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), constrained_layout=True)
     ax = axes[0, 0]
-    curve = aggregate(runs.eval, x=column, y="mean_return", by=keys) if len(runs.eval) else pd.DataFrame()
+    curve = (
+        aggregate(runs.eval, x=column, y="mean_return", by=keys, held=solved_runs(runs))
+        if len(runs.eval)
+        else pd.DataFrame()
+    )
     envs = runs.runs["env_id"].nunique()
     for values, group in curve.groupby(list(keys), dropna=False, sort=False) if len(curve) else []:
-        n = int(group["n_runs"].iloc[0])
+        n = int(group["n_runs"].max())
         ax.plot(group[column], group["mean"], label=f"{_curve_label(keys, values, envs)} (n={n})")
         ax.fill_between(group[column], group["ci_low"], group["ci_high"], alpha=0.25)
     ax.set(title="Evaluation: mean return, 95% bootstrap CI over runs", xlabel=label, ylabel="return")

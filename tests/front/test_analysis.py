@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from a3c.tools.analysis import aggregate, load_runs, runs_table
+from a3c.tools.analysis import Runs, aggregate, load_runs, runs_table, solved_runs
 from a3c.tools.plot import throughput
 from tests.helpers import ROOT, require_extra, run_a3c
 
@@ -50,8 +50,27 @@ def test_aggregate_means_runs_on_a_common_grid_with_a_ci():
 
 def test_aggregate_carries_a_finished_run_forward():
     table = pd.concat([fake_eval("a", [0, 5], [0.0, 5.0]), fake_eval("b", [0, 10], [0.0, 10.0])])
-    curve = aggregate(table, points=3, n_boot=50)
-    np.testing.assert_allclose(curve["mean"], [0.0, 5.0, 7.5])  # run a holds 5.0 after its end
+    for held in (None, ["a"]):
+        curve = aggregate(table, points=3, n_boot=50, held=held)
+        np.testing.assert_allclose(curve["mean"], [0.0, 5.0, 7.5])  # run a holds 5.0 after its end
+        assert list(curve["n_runs"]) == [2, 2, 2]
+
+
+def test_aggregate_counts_a_run_that_was_not_held_only_up_to_its_end():
+    # Run a was stopped at x=5 without solving: after that the mean is run b's alone, not (5 + b) / 2.
+    table = pd.concat([fake_eval("a", [0, 5], [0.0, 5.0]), fake_eval("b", [0, 10], [0.0, 20.0])])
+    curve = aggregate(table, points=3, n_boot=50, held=["b"])
+    np.testing.assert_allclose(curve["mean"], [0.0, 7.5, 20.0])
+    assert curve["ci_low"].iloc[-1] == curve["ci_high"].iloc[-1] == 20.0  # one run left: no spread
+    assert list(curve["n_runs"]) == [2, 2, 1]
+
+
+def test_solved_runs_are_those_whose_summary_says_solved():
+    empty = pd.DataFrame()
+    table = pd.DataFrame({"run": ["a", "b", "c"], "summary_solved": [True, False, np.nan]})  # c: no summary
+    assert solved_runs(Runs(runs=table, eval=empty, episodes=empty, metrics=empty)) == ["a"]
+    no_summaries = pd.DataFrame({"run": ["a"]})
+    assert solved_runs(Runs(runs=no_summaries, eval=empty, episodes=empty, metrics=empty)) == []
 
 
 def test_throughput_is_the_global_steps_growth_per_window_not_the_noise_between_two_workers_rows():
