@@ -173,9 +173,11 @@ def aggregate(
     holds. Columns: the ``by`` keys, ``x``, ``mean``, ``ci_low``, ``ci_high``, ``n_runs`` (the runs counted
     at that ``x``).
     """
-    rng = np.random.default_rng(0)  # the same CI for the same runs
+    held = None if held is None else {str(run) for run in held}  # paths or strings; never a Series' index
     frames = []
     for keys, group in table.groupby(list(by), dropna=False):  # a None value is a group too
+        rng = np.random.default_rng(0)  # a group's CI does not depend on the other groups
+        group = group.dropna(subset=[x, y])  # a live run's half-written last row
         curves = [(run, g.sort_values(x)) for run, g in group.groupby("run") if len(g)]
         if not curves:
             continue
