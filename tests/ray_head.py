@@ -46,11 +46,13 @@ RAY_SHUTDOWN_S = 30.0  # Ray's daemons (gcs_server, raylet, ...) exit after the 
 # a node's `ray start`, a run's first records (Ray's start-up has taken 40 s on 2 loaded cores), a restart.
 WAIT_CAP_S = 300.0
 HEAD_CPUS = 4  # a run's worker actors take 1 CPU each (its server and evaluator none): room for 2 runs
-# `ray start` keeping a loopback node IP and head address as given (see a3c/backends/ray/cluster.py), and
-# waiting up to REGISTER_WAIT_S for its raylet to register with the GCS: Ray gives up after a fixed 30 s
-# ("The current node timed out during startup"), which a node joining on 2 loaded cores has overrun.
+# `ray start` waiting up to REGISTER_WAIT_S for its raylet to register with the GCS: Ray gives up after a
+# fixed 30 s ("The current node timed out during startup"), which a node joining on 2 loaded cores has
+# overrun. With ``loopback`` (the module heads), also keeping a loopback node IP and head address as given
+# (see a3c/backends/ray/cluster.py); without it, as a user runs it (on a machine of the test's own:
+# ``IsolatedMachine``).
 REGISTER_WAIT_S = 240.0
-RAY_START = f"""import sys, time
+RAY_START = f"""import contextlib, sys, time
 import ray._private.services as services
 from a3c.backends.ray.cluster import loopback_kept
 from ray.scripts.scripts import main
@@ -68,8 +70,9 @@ def patient_get_node(gcs_address, node_id):
             time.sleep(0.5)
 
 services.get_node = patient_get_node
+loopback = sys.argv.pop(1) == "loopback"
 sys.argv[0] = "ray"
-with loopback_kept():
+with loopback_kept() if loopback else contextlib.nullcontext():
     main()
 """
 JOB_CONFIG_VAR = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # ray.init merges this job config's runtime env into its own
@@ -108,20 +111,58 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str, run: su
         time.sleep(0.05)  # polling a condition under a deadline
 
 
+# A machine of a test's own: a network namespace whose only interface is lo, carrying loopback and one
+# network address from a documentation range (RFC 5737), which exists nowhere else; packets to it never
+# leave the namespace. The holder sets it up, says so, and lives until its stdin closes.
+HOST_IP = "198.51.100.1"
+HOLD_NAMESPACE = f"""import subprocess, sys
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+subprocess.run(["ip", "address", "add", "{HOST_IP}/24", "dev", "lo"], check=True)
+print("up", flush=True)
+sys.stdin.read()
+"""
+
+
+class IsolatedMachine:
+    """A machine as a cluster's node sees one, of the test's own: a network namespace (``unshare --net``,
+    so root) with loopback and the network address HOST_IP, reachable from nothing outside it. Processes
+    started with ``prefix`` run on it; there ``ray start --node-ip-address=HOST_IP`` behaves as on a real
+    machine: its nodes advertise HOST_IP and listen on every interface."""
+
+    def __init__(self, token: str):
+        self.holder = subprocess.Popen(["unshare", "--net", sys.executable, "-c", HOLD_NAMESPACE], cwd=ROOT,
+                                       env=a3c_env(token), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       text=True, start_new_session=True)  # fmt: skip
+        line = self.holder.stdout.readline().strip()
+        if line != "up":
+            self.close()
+            why = "unshare --net needs root, util-linux and iproute2"
+            pytest.fail(f"no network namespace of the test's own ({why}): {line!r}")
+        self.prefix = ["nsenter", f"--net=/proc/{self.holder.pid}/ns/net", "--"]
+
+    def close(self) -> None:
+        self.holder.stdin.close()
+        self.holder.wait(timeout=10)
+        self.holder.stdout.close()
+
+
 class Node:
     """One ``ray start --block`` node: its processes carry ``NODE_VAR`` = a marker of their own, so they can
     be found (and killed) whoever their parent is. Started once ``ray start`` says so (``wait``: at once;
-    else call ``wait_started``, so that nodes can start side by side)."""
+    else call ``wait_started``, so that nodes can start side by side). On ``machine`` (IsolatedMachine) as a
+    user starts it; elsewhere on this machine's loopback, with the loopback hook (see RAY_START)."""
 
     def __init__(self, name: str, token: str, temp_root: Path, *args: str, env: dict[str, str] | None = None,
-                 wait: bool = True):  # fmt: skip
+                 wait: bool = True, machine: IsolatedMachine | None = None):  # fmt: skip
         self.name, self.marker = name, f"{name}-{secrets.token_hex(4)}"
         self.log = temp_root / f"{name}.log"
         own_env = env or {}
         env = a3c_env(token) | own_env | {NODE_VAR: self.marker}
         if "RAY_AUTH_TOKEN_PATH" in own_env:
             env.pop("RAY_AUTH_TOKEN", None)  # it would take precedence over the file
-        command = [sys.executable, "-c", RAY_START, "start", "--block", "--disable-usage-stats", *args]
+        loopback = "plain" if machine else "loopback"  # on a machine of its own, as users run it
+        command = [*(machine.prefix if machine else []), sys.executable, "-c", RAY_START, loopback, "start"]
+        command += ["--block", "--disable-usage-stats", *args]
         command += ["--temp-dir", str(temp_root / name)]  # its own sessions, sockets and logs
         # Worker ports picked by the kernel: from Ray's default range, two nodes starting workers at once
         # (another module's head, in the other pytest process) could hand out one port twice.

@@ -246,21 +246,27 @@ def _check_machine(workers: int) -> None:
 
 
 def _check_ray(config: Config, serial: bool) -> None:
-    """BadInput unless the Ray backend can run ``config``: not serial, ``ray`` installed, a ``--ray-address``
-    that accepts a connection (checked before the run dir exists, so a typo leaves nothing behind)."""
+    """BadInput unless the Ray backend can run ``config``: not serial, the ``ray`` extra installed, and a
+    cluster it may use: a ``--ray-address`` where a head answers and demands a token, or, without one, an
+    environment that starts the run's own cluster with token authentication. Checked before the run dir
+    exists, so a typo leaves nothing behind and nothing is overwritten."""
     if serial:
         raise BadInput("--serial: not allowed with --backend ray; expected the local backend")
     try:
+        import grpc  # noqa: F401 - the token check's client (backends/ray/token_auth.py)
+        import psutil  # noqa: F401 - the listening check's reader (backends/ray/listening.py)
         import ray  # noqa: F401
-    except ImportError:
+    except ImportError as exc:
         raise BadInput(
-            "--backend: ray needs the `ray` extra, which is not installed; install it with "
-            "pip install -e '.[ray]' (Ray 2.60)"
+            f"--backend: ray needs the `ray` extra, which is not fully installed (no {exc.name}); install it "
+            "with pip install -e '.[ray]' (Ray 2.60)"
         ) from None
-    if config.ray_address is not None:
-        from a3c.backends.ray.cluster import check_reachable
+    from a3c.backends.ray.cluster import check_address, check_start_env
 
-        try:
-            check_reachable(config.ray_address)
-        except ConnectionError as exc:
-            raise BadInput(str(exc)) from None
+    try:
+        if config.ray_address is None:
+            check_start_env()
+        else:
+            check_address(config.ray_address)
+    except (ConnectionError, ValueError) as exc:
+        raise BadInput(str(exc)) from None

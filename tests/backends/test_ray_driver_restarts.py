@@ -16,6 +16,7 @@ require_extra("ray", "ray")
 from ray.exceptions import ActorUnavailableError  # noqa: E402 - after the extra's guard
 
 import a3c.backends.ray.driver as driver_module  # noqa: E402
+from a3c.backends.ray.cluster import Cluster, Rechecks  # noqa: E402
 from a3c.backends.ray.driver import RayRun  # noqa: E402
 
 WORKERS = 2
@@ -60,8 +61,8 @@ def driver(worker_1: Worker, drains: list[list[int]]) -> RayRun:
     drv._ask_server = drain
     drv._mirror_counters = lambda slots: None
     drv._kill_hung_workers = lambda ages: None
-    drv._recheck_private = lambda slots: None  # a cluster of its own: tests/backends/test_ray_cluster.py
-    drv.eval_loop = SimpleNamespace(take=lambda: [])
+    drv.rechecks = Rechecks(Cluster.CALLER)  # the cluster rules: tests/backends/test_ray_cluster.py
+    drv.eval_loop = SimpleNamespace(take=lambda: [], restarts=0)
     return drv
 
 

@@ -1,35 +1,41 @@
-"""The Ray cluster of a run: join the one ``--ray-address`` names, or start one on this machine that listens
-on loopback only.
+"""The Ray cluster of a run, and the rule that judges it (``Cluster``): a run starts a one-node cluster on
+this machine that listens on loopback only, or joins the one ``--ray-address`` names, which must demand a
+token on every server. Each is judged before anything runs on it and again after restarts (``Rechecks``);
+where a3c cannot tell, it refuses.
 
 Why loopback needs help (Ray 2.60, read in its source): Ray replaces a loopback host (``127.0.0.1``,
 ``localhost``) in a node IP or a cluster address with this machine's external address
 (``ray._private.services.resolve_ip_for_localhost``), so that a one-node cluster can be joined from other
 machines; its servers then bind every interface. With the node IP kept at ``127.0.0.1`` they bind loopback
 alone. ``loopback_kept`` keeps such a host as given, for a cluster a run starts and for an address that
-names one (``--ray-address 127.0.0.1:PORT``, a head started with ``--node-ip-address=127.0.0.1``).
+names one (``--ray-address 127.0.0.1:PORT``).
 
 Token authentication is Ray's own (docs/ray.md): the driver passes nothing; it reads ``RAY_AUTH_MODE``,
-``RAY_AUTH_TOKEN_PATH`` / ``RAY_AUTH_TOKEN`` from its environment like every Ray process.
+``RAY_AUTH_TOKEN_PATH`` / ``RAY_AUTH_TOKEN`` from its environment like every Ray process. That says how the
+driver authenticates, not what a joined cluster demands: that is asked of its servers (token_auth.py).
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import ray
 import ray._private.services as ray_services
 
-try:  # private to Ray 2.60, the version this a3c supports: without it no cluster passes ``check_private``
+try:  # private to Ray 2.60, the version this a3c supports: without it no cluster passes ``check_started``
     from ray._private.authentication.authentication_utils import is_token_auth_enabled
 except ImportError:
     is_token_auth_enabled = None
 
 from a3c.backends.base import BackendFailed
 from a3c.backends.ray.listening import exposed_listeners
+from a3c.backends.ray.token_auth import GCS_METHOD, RAYLET_METHOD, CannotTell, demands_token
 from a3c.core.config import Config
 from a3c.runtime.context import ONE_THREAD
 
@@ -109,15 +115,66 @@ def _read(sock: socket.socket, size: int) -> bytes:
     return data
 
 
-def connect(config: Config) -> bool:
+def check_address(address: str) -> None:
+    """ConnectionError naming ``--ray-address`` (bad input: the run dir does not exist yet) unless a Ray head
+    answers at ``address`` (``check_reachable``) and its GCS demands a token (token_auth.py). ``auto`` and
+    ``ray://`` addresses are judged once joined (``check_joined``)."""
+    check_reachable(address)
+    if address == "auto" or "://" in address:
+        return
+    try:
+        demands = demands_token(address, GCS_METHOD)
+    except CannotTell as exc:
+        raise ConnectionError(
+            f"--ray-address {address}: cannot tell whether the Ray cluster there has token authentication on "
+            f"(its GCS answered a call without a token with {exc}); expected a cluster started with "
+            "RAY_AUTH_MODE=token (docs/ray.md)"
+        ) from None
+    if not demands:
+        raise ConnectionError(
+            f"--ray-address {address}: the Ray cluster there has token authentication off (its GCS answered "
+            "a call without a token), so anyone who reaches its ports can run code on its nodes; expected a "
+            "cluster started with RAY_AUTH_MODE=token on every node (docs/ray.md)"
+        )
+
+
+def check_start_env() -> None:
+    """ValueError naming RAY_AUTH_MODE when it would start the run's own cluster without token
+    authentication (Ray turns it on for a cluster it starts unless RAY_AUTH_MODE says otherwise)."""
+    mode = os.environ.get("RAY_AUTH_MODE", "")
+    if mode not in ("", "token"):
+        raise ValueError(
+            f"RAY_AUTH_MODE: {mode!r} is not allowed for the Ray cluster a run starts; expected token or "
+            "unset (without token authentication anyone who reaches its ports can run code on it)"
+        )
+
+
+class Cluster(enum.Enum):
+    """Which cluster a run is on, and so which rule judges it (``check``)."""
+
+    STARTED = "started"  # a one-node cluster this run started: loopback only, token authentication on
+    JOINED = "joined"  # the cluster ``--ray-address`` names: token authentication on, on every server
+    CALLER = "caller"  # Ray initialised by the caller (a test, a notebook): the caller's to judge and end
+
+    @property
+    def connected_by_run(self) -> bool:
+        """Whether the run made the connection, and so ends it (which stops a cluster it started)."""
+        return self is not Cluster.CALLER
+
+
+def connect(config: Config) -> Cluster:
     """Connect this process to the run's cluster: ``config.ray_address`` (``auto`` or HOST:PORT), or, when
-    it is None, a new one-node cluster on loopback with a CPU per worker at least. Returns whether it
-    connected (so the run disconnects at its end, which also stops a cluster it started); False when Ray
-    was already initialised by the caller (a test, a notebook), whose connection the run leaves alone."""
+    it is None, a new one-node cluster on loopback with a CPU per worker at least; judge it by its rule
+    (``check``) before anything runs on it. Ray initialised by the caller is left alone (CALLER)."""
     if ray.is_initialized():
-        return False
+        return Cluster.CALLER
     start = config.ray_address is None
-    if not start:
+    if start:
+        try:
+            check_start_env()  # refused before any Ray process starts
+        except ValueError as exc:
+            raise BackendFailed("ray", str(exc)) from None
+    else:
         check_reachable(config.ray_address)
     with loopback_kept():
         ray.init(
@@ -131,19 +188,28 @@ def connect(config: Config) -> bool:
             log_to_driver=True,
             runtime_env={"env_vars": ONE_THREAD},  # one BLAS/OpenMP thread per actor (runtime/context.py)
         )
-    if start:
-        try:
-            check_private()
-        except BackendFailed:
-            ray.shutdown()  # the cluster it started goes with the refusal
-            raise
-    return True
+    cluster = Cluster.STARTED if start else Cluster.JOINED
+    try:
+        check(cluster)
+    except BackendFailed:
+        ray.shutdown()  # a cluster it started goes with the refusal; a joined one is only left
+        raise
+    return cluster
 
 
-def check_private() -> None:
-    """BackendFailed (the run stops, exit 1, one line) unless the cluster this process started is private:
-    token authentication on, every node advertising loopback, and no socket of this process tree listening
-    on another address (read from /proc, not taken from what the nodes say)."""
+def check(cluster: Cluster) -> None:
+    """BackendFailed (the run stops, exit 1, one line) unless ``cluster`` passes its rule: ``check_started``
+    or ``check_joined``. The caller's own Ray is not judged."""
+    if cluster is Cluster.STARTED:
+        check_started()
+    elif cluster is Cluster.JOINED:
+        check_joined()
+
+
+def check_started() -> None:
+    """BackendFailed unless the cluster this process started is private: token authentication on, every
+    node advertising loopback, and no socket of this process tree listening on another address (read from
+    the operating system, not taken from what the nodes say; where it cannot be read, a refusal)."""
     if is_token_auth_enabled is None:
         why = f"Ray {ray.__version__} cannot say whether token authentication is on"
         raise BackendFailed("ray", f"{why}; this a3c supports Ray 2.60 (pip install -e '.[ray]')")
@@ -153,10 +219,70 @@ def check_private() -> None:
             "the Ray cluster this run started has token authentication off (RAY_AUTH_MODE="
             f"{os.environ.get('RAY_AUTH_MODE', '')!r}); unset RAY_AUTH_MODE or set it to token",
         )
-    advertised = sorted(node_addresses() - {LOOPBACK})
     exposed = exposed_listeners()
-    if advertised or exposed:
-        where = ", ".join(exposed or advertised)
+    if exposed is None:
         raise BackendFailed(
-            "ray", f"the Ray cluster this run started listens on {where}, not only {LOOPBACK}"
+            "ray",
+            "cannot tell what the Ray cluster this run started listens on (this system does not show a "
+            "process's sockets); join a cluster with token authentication instead (--ray-address, "
+            "docs/ray.md)",
         )
+    where = exposed or sorted(node_addresses() - {LOOPBACK})
+    if where:
+        raise BackendFailed(
+            "ray", f"the Ray cluster this run started listens on {', '.join(where)}, not only {LOOPBACK}"
+        )
+
+
+def check_joined() -> None:
+    """BackendFailed unless every server of the cluster this process joined demands a token: its GCS and
+    each live node's raylet, each asked by a call without one (token_auth.py). Cannot tell is a refusal."""
+    try:
+        servers = {"its GCS": ray.get_runtime_context().gcs_address}
+        for node in ray.nodes():
+            if node["Alive"]:
+                address = f"{node['NodeManagerAddress']}:{node['NodeManagerPort']}"
+                servers[f"the raylet of node {node['NodeManagerAddress']}"] = address
+    except Exception as exc:  # noqa: BLE001 - any failure to list the servers is "cannot tell"
+        raise BackendFailed(
+            "ray", f"cannot tell whether the Ray cluster this run joined has token authentication on ({exc})"
+        ) from None
+    for server, address in servers.items():
+        method = GCS_METHOD if server == "its GCS" else RAYLET_METHOD
+        try:
+            demands = demands_token(address, method)
+        except CannotTell as exc:
+            raise BackendFailed(
+                "ray",
+                "cannot tell whether the Ray cluster this run joined has token authentication on: "
+                f"{server} ({address}) answered a call without a token with {exc}; expected every node "
+                "started with RAY_AUTH_MODE=token (docs/ray.md)",
+            ) from None
+        if not demands:
+            raise BackendFailed(
+                "ray",
+                f"the Ray cluster this run joined has token authentication off: {server} ({address}) "
+                "answered a call without a token, so anyone who reaches its ports can run code on it; "
+                "start every node with RAY_AUTH_MODE=token (docs/ray.md)",
+            )
+
+
+class Rechecks:
+    """When a run judges its cluster again: once every worker has pushed an update (the processes, and
+    their sockets, exist then), and the same way after each restart (a restarted actor may be a new process,
+    on another node)."""
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+        self.restarts = 0
+        self.to_exceed: np.ndarray | None = None  # each worker's update count to exceed; empty: none due
+
+    def after_drain(self, updates: np.ndarray, restarts: int) -> None:
+        """Given each worker's update count and the restarts so far, ``check`` when due (BackendFailed)."""
+        if self.cluster is Cluster.CALLER:
+            return
+        if self.to_exceed is None or restarts != self.restarts:
+            self.restarts, self.to_exceed = restarts, updates.copy()
+        elif self.to_exceed.size and (updates > self.to_exceed).all():
+            self.to_exceed = np.zeros(0)
+            check(self.cluster)

@@ -49,7 +49,7 @@ from a3c.backends.ray.actors import (
     wait_limit,
     writable_tensor,
 )
-from a3c.backends.ray.cluster import check_private, connect
+from a3c.backends.ray.cluster import Rechecks, connect
 from a3c.backends.ray.eval_loop import EvalLoop
 from a3c.backends.ray.stats import RunStats
 from a3c.core.records import ErrorRecord, EvalRecord
@@ -71,7 +71,7 @@ class RayRun:
         model, optimizer, counters = shared.model, shared.optimizer, shared.counters
         self.config, self.model, self.optimizer, self.counters = config, model, optimizer, counters
         self.run_dir = shared.run_dir
-        self.started_cluster = connect(config)  # joins --ray-address, else starts one on loopback
+        self.ray_cluster = connect(config)  # started or joined, judged by its rule before anything runs on it
         try:
             config_dict = config.to_dict()
             dims = (spaces,)
@@ -83,9 +83,7 @@ class RayRun:
                 config_dict, *dims, model.state_dict(), optimizer.state_dict(), base, self.stats.arrays()
             )
             self.server_answered = False  # until its first answer, the start-up timeout applies
-            # The cluster this run started is checked again once every worker actor has pushed (their
-            # processes then exist): None until the first drain, then the update counts to exceed.
-            self.updates_at_start: np.ndarray | None = None if self.started_cluster else np.zeros(0)
+            self.rechecks = Rechecks(self.ray_cluster)
             self.server_down = False  # hung or dead: never waited on again
             self.server_failure = ""  # why it is down: every later call says it again
             # The counter slots of the last sync: consistent with the weights the trainer holds, so they are
@@ -122,7 +120,7 @@ class RayRun:
         for actor in actors:
             if actor is not None:
                 ray.kill(actor, no_restart=True)
-        if self.started_cluster:
+        if self.ray_cluster.connected_by_run:
             ray.shutdown()
 
     @property
@@ -154,15 +152,6 @@ class RayRun:
         self.server_answered = True
         return result
 
-    def _recheck_private(self, slots: np.ndarray) -> None:
-        """``check_private`` again (BackendFailed stops the run) once every worker of a cluster this run
-        started has pushed an update: the actors' own sockets are then open."""
-        if self.updates_at_start is None:
-            self.updates_at_start = slots[1].copy()
-        elif self.updates_at_start.size and (slots[1] > self.updates_at_start).all():
-            self.updates_at_start = np.zeros(0)  # once
-            check_private()
-
     def poll(self, timeout: float) -> list[Any]:
         """Wait up to ``timeout`` s; return the records since the last poll (episodes, metrics, evaluations,
         errors) and update the counters mirror. A worker loop that ended by a crash (its actor died and was
@@ -179,7 +168,7 @@ class RayRun:
         except ActorFailed as exc:
             return [exc.record(), *self.eval_loop.take()]
         self._mirror_counters(slots)
-        self._recheck_private(slots)
+        self.rechecks.after_drain(slots[1], self.restarts)  # BackendFailed stops the run
         self._kill_hung_workers(ages)
         for i, ref in list(self.loops.items()):
             done, _ = ray.wait([ref], timeout=0)
@@ -294,6 +283,6 @@ class RayRun:
                         print(f"warning: could not kill a Ray actor: {exc}", file=sys.stderr, flush=True)
                 self.eval_loop.close()
             finally:
-                if self.started_cluster:
+                if self.ray_cluster.connected_by_run:
                     ray.shutdown()  # a cluster this run started stops with it, whatever failed above
         return [*records, *self.eval_loop.take()]

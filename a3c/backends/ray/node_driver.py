@@ -24,7 +24,7 @@ from a3c.algo.learner.learner import build_model
 from a3c.algo.shared.flat import flat_view, flatten_parameters
 from a3c.algo.shared.optim import non_finite_counts
 from a3c.backends.ray.actors import ActorFailed, wait_limit, writable_tensor
-from a3c.backends.ray.cluster import check_private, connect
+from a3c.backends.ray.cluster import Rechecks, connect
 from a3c.backends.ray.eval_loop import EvalLoop
 from a3c.backends.ray.exchange import combine_scale, shard_bounds
 from a3c.backends.ray.node_groups import NodeGroups, cpu_nodes, first_moments, head_node
@@ -46,7 +46,7 @@ class NodeRun:
     def __init__(self, shared: SharedState, seeds: tuple[int, int], resume_index: int, best_mean: float):
         cfg = self.config = shared.config
         self.shared, self.counters, self.run_dir = shared, shared.counters, shared.run_dir
-        self.started_cluster = connect(cfg)
+        self.ray_cluster = connect(cfg)  # started or joined, judged by its rule before anything runs on it
         self.lock = threading.Lock()  # the evaluator thread reads what the main thread's drains write
         self.shards: list[Any] = []
         try:
@@ -69,7 +69,7 @@ class NodeRun:
             self.groups = NodeGroups(
                 shared, nodes, self.shards, self.bounds, self.cluster, self.lock, resume_index
             )
-            self.private_checked = not self.started_cluster
+            self.rechecks = Rechecks(self.ray_cluster)
             # A failed shard's record: the weights are lost past the last checkpoint, whose counts these are.
             self.shard_failure: ErrorRecord | None = None
             self.synced = np.zeros((3, cfg.workers), np.int64)
@@ -82,7 +82,7 @@ class NodeRun:
             self.eval_loop = EvalLoop(shared, seeds[1], best_mean, self._ask_server, placement=here)
         except BaseException:  # a failed start must not leave actors (or the cluster it started) behind
             self._kill_all()
-            if self.started_cluster:
+            if self.ray_cluster.connected_by_run:
                 ray.shutdown()
             raise
 
@@ -136,9 +136,7 @@ class NodeRun:
         if self.shard_failure is None:
             limit = wait_limit(self.config.hang_timeout, False, hanging="shard 0")
             self.sync_log.write_due(self.shards, limit)
-        if not self.private_checked and all(self.groups.slots[1] > 0):
-            self.private_checked = True
-            check_private()  # again, now that every worker's process exists (BackendFailed stops the run)
+        self.rechecks.after_drain(self.groups.slots[1], self.restarts)  # BackendFailed stops the run
         return records + self.eval_loop.take()
 
     def _mirror(self, slots: np.ndarray) -> None:
@@ -211,7 +209,7 @@ class NodeRun:
                 self.eval_loop.close()
                 self.sync_log.close()
             finally:
-                if self.started_cluster:
+                if self.ray_cluster.connected_by_run:
                     ray.shutdown()
         return [*records, *self.eval_loop.take()]
 
