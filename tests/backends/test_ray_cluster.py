@@ -99,14 +99,18 @@ def listening(pids: set[int]) -> set[tuple[str, int]]:
 
 
 def probe() -> None:
-    """(Run in a subprocess, with the cluster's ADDRESS as its argument.) Connect as a3c does and print one
-    JSON line: the live nodes' addresses and resources, and the live actors: [class, node, restarts]."""
+    """(Run in a subprocess, with the cluster's ADDRESS and the number of nodes with a CPU to wait for as its
+    arguments.) Connect as a3c does, wait (in this one process, under WAIT_CAP_S) until that many live nodes
+    show a CPU, and print one JSON line: the live nodes' addresses and resources, and the live actors:
+    [class, node, restarts]."""
     import ray
 
     from a3c.backends.ray.cluster import loopback_kept
 
     with loopback_kept():
         ray.init(address=sys.argv[1], log_to_driver=False, configure_logging=False)
+    with_cpu = lambda: sum("CPU" in n["Resources"] for n in ray.nodes() if n["Alive"])  # noqa: E731
+    wait_for(lambda: with_cpu() >= int(sys.argv[2]), WAIT_CAP_S, "nodes register their CPU")
     actors = [a for a in ray._private.state.actors().values() if a["State"] == "ALIVE"]
     alive_nodes = [n for n in ray.nodes() if n["Alive"]]
     result = {
@@ -118,17 +122,18 @@ def probe() -> None:
     print(json.dumps(result), flush=True)
 
 
-def start_probe(token: str, where: str, prefix: Sequence[str] = (), **env: str) -> subprocess.Popen:
+def start_probe(token: str, where: str, prefix: Sequence[str] = (), cpu_nodes: int = 0,
+                **env: str) -> subprocess.Popen:  # fmt: skip
     """``probe`` in a subprocess of its own session (``prefix``: on an IsolatedMachine), its output
     piped (see ``probed``)."""
     probe_call = "from tests.backends.test_ray_cluster import probe; probe()"
-    return subprocess.Popen([*prefix, sys.executable, "-c", probe_call, where], cwd=ROOT,
+    return subprocess.Popen([*prefix, sys.executable, "-c", probe_call, where, str(cpu_nodes)], cwd=ROOT,
                             env=a3c_env(token) | env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)  # fmt: skip
 
 
-def probed(token: str, where: str, prefix: Sequence[str] = ()) -> dict:
-    probe_run = start_probe(token, where, prefix)
+def probed(token: str, where: str, prefix: Sequence[str] = (), cpu_nodes: int = 0) -> dict:
+    probe_run = start_probe(token, where, prefix, cpu_nodes)
     try:
         out, err = probe_run.communicate(timeout=WAIT_CAP_S)
     finally:
@@ -270,8 +275,9 @@ def test_a_run_whose_own_cluster_would_have_token_auth_off_is_refused_before_it_
 
 
 def test_a_ray_start_cluster_with_token_auth_off_is_refused_before_training(tmp_path, token):
-    """A head and a second node started as users start them (``ray start``, no a3c code), token
-    authentication off: joining it is refused in one line before the run dir exists."""
+    """A head started as users start it (``ray start``, no a3c code), token authentication off: joining it
+    is refused in one line before the run dir exists. (A head alone: its GCS is what the run asks first;
+    more nodes change nothing before the refusal.)"""
     temp_root = Path(tempfile.mkdtemp(prefix="a3c-ray-", dir="/tmp"))  # short: Unix socket paths are capped
     machine = IsolatedMachine(token)
     port = free_port()
@@ -281,8 +287,6 @@ def test_a_ray_start_cluster_with_token_auth_off_is_refused_before_training(tmp_
         nodes.append(Node("head", token, temp_root, "--head", f"--port={port}",
                           f"--node-ip-address={HOST_IP}", "--num-cpus=1", "--include-dashboard=false",
                           f"--ray-client-server-port={free_port()}", env=off, machine=machine))  # fmt: skip
-        nodes.append(Node("second", token, temp_root, f"--address={address}", f"--node-ip-address={HOST_IP}",
-                          "--num-cpus=1", env=off, machine=machine))  # fmt: skip
         args = f"train --env CartPole-v1 --backend ray --workers 2 --ray-address {address} --quiet"
         args += f" --max-seconds {CAP_S} --run-dir {tmp_path / 'run'}"
         command = [*machine.prefix, sys.executable, "-m", "a3c", *args.split()]
@@ -441,9 +445,10 @@ def user_cluster(_no_leaks_in_module: str, tmp_path_factory: pytest.TempPathFact
         cluster = UserCluster(RayHead(nodes[0], address, token_file), nodes[1], machine.prefix)
         with pytest.MonkeyPatch.context() as patch:
             cluster.join(patch, token)
-            # The run splits its workers over the nodes it finds: both must show their CPU first.
-            cpus = lambda: sum("CPU" in r for r in probed(token, address, machine.prefix)["nodes"].values())  # noqa: E731
-            wait_for(lambda: cpus() == 2, WAIT_CAP_S, "both nodes register their CPU")
+            # The run splits its workers over the nodes it finds: both must show their CPU first (one probe
+            # process waits for it).
+            nodes_seen = probed(token, address, machine.prefix, cpu_nodes=2)["nodes"]
+            assert sum("CPU" in resources for resources in nodes_seen.values()) == 2, nodes_seen
         yield cluster
     finally:
         for node in reversed(nodes):
