@@ -78,12 +78,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # work is a module, whose tests run in one process in order (a module-scoped fixture is made once), except
 # that the modules below that start Ray clusters form one unit: run side by side on a loaded 2-core machine,
 # their start-ups overran Ray's fixed 30-s wait for a node to register with its head.
+# tests/test_schedule.py fails when a module that starts Ray is in neither the unit nor RAY_BESIDE_THE_UNIT.
 RAY_UNIT = "the Ray backend's modules"
 UNIT_OF_MODULE = {
     "tests/backends/test_ray.py": RAY_UNIT,
     "tests/backends/test_ray_cluster.py": RAY_UNIT,
+    "tests/backends/test_ray_nodes.py": RAY_UNIT,
     "tests/backends/test_ray_server_death.py": RAY_UNIT,
     "tests/front/test_server_load.py": RAY_UNIT,
+}
+# Modules that start Ray but run beside the unit, and why that is safe.
+RAY_BESIDE_THE_UNIT = {
+    "tests/e2e/test_extras_smoke.py": "one head of its own and no node that joins it (the 30-s wait is a "
+    "joining node's); in the unit it would add its Atari and MuJoCo runs to the unit's serial time",
 }
 # The slowest units and their seconds (pytest's time per module, one `make test` with a busy core). They are
 # collected first, longest first, and handed out in that order (--no-loadscope-reorder), so the processes
@@ -122,6 +129,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
+
+    if not callable(getattr(LoadFileScheduling, "_split_scope", None)):  # a private method of pytest-xdist's
+        raise pytest.UsageError(
+            "pytest-xdist has no LoadFileScheduling._split_scope, which make test's schedule overrides "
+            "(tests/conftest.py); install the pinned version: pip install -e '.[dev]' -c constraints.txt"
+        )
 
     class ByUnit(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:

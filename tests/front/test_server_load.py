@@ -10,6 +10,7 @@ import pytest
 from a3c.tools.bench.server_load import markdown, parse_clients, percentile, summarize_point
 from tests.helpers import left_behind, require_extra, run_a3c
 
+STARTS_RAY = True  # a Ray instance of the bench's own (tests/test_schedule.py)
 RAY_SHUTDOWN_S = 30.0  # Ray's daemons exit after ray.shutdown(), taking up to this long
 
 
