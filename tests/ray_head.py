@@ -1,5 +1,5 @@
 """Ray nodes for the tests: ``ray start`` nodes on this machine's loopback (each with its own temp dir, found
-and killed by a marker in their environment), and the shared head of a test module (``ray_head``), which the
+and killed by a marker in their environment), and the shared head of the Ray tests (``ray_head``), which the
 runs of its tests join with ``--ray-address`` instead of starting a cluster each.
 
 The runs' actors are the head's raylet's children, not the runs', so ``join_head`` hands them the test's
@@ -244,11 +244,11 @@ class RayHead:
 
 
 def start_ray_head() -> Iterator[RayHead]:
-    """(A module-scoped fixture's body.) One loopback head with its own auth token and ``HEAD_CPUS`` CPUs,
-    killed at the end with every process it started (its actors included)."""
-    # The module's token (conftest: set while module-scoped fixtures start) marks the head's own processes;
-    # each run's actors get their test's (``join_head``).
-    head_token = os.environ.get(TOKEN_VAR) or uuid.uuid4().hex
+    """(A session- or module-scoped fixture's body.) One loopback head with its own auth token and
+    ``HEAD_CPUS`` CPUs, killed at the end with every process it started (its actors included)."""
+    # A token of the head's own marks its processes (not the scope's, which the session's forkserver and
+    # resource tracker carry too); each run's actors get their test's (``join_head``).
+    head_token = uuid.uuid4().hex
     temp_root = Path(tempfile.mkdtemp(prefix="a3c-ray-", dir="/tmp"))  # short: Unix socket paths are capped
     auth = auth_token_file(temp_root)
     port = free_port()
@@ -263,7 +263,7 @@ def start_ray_head() -> Iterator[RayHead]:
             node.kill()
         shutil.rmtree(temp_root, ignore_errors=True)
     left = left_behind(head_token, timeout=RAY_SHUTDOWN_S)
-    assert not left, f"outlived the module's Ray head: {describe(left)}"
+    assert not left, f"outlived the Ray head: {describe(left)}"
 
 
 def join_head(head: RayHead, monkeypatch: pytest.MonkeyPatch, token: str, **actor_env: str) -> str:

@@ -255,12 +255,14 @@ def _check_ray(config: Config, serial: bool) -> None:
     try:
         import grpc  # noqa: F401 - the token check's client (backends/ray/token_auth.py)
         import psutil  # noqa: F401 - the listening check's reader (backends/ray/listening.py)
-        import ray  # noqa: F401
+        import ray
     except ImportError as exc:
         raise BadInput(
-            f"--backend: ray needs the `ray` extra, which is not fully installed (no {exc.name}); install it "
-            "with pip install -e '.[ray]' (Ray 2.60)"
+            f"--backend: ray needs the `ray` extra, which is not fully installed ({exc}); install it with "
+            "pip install -e '.[ray]' (Ray 2.60)"
         ) from None
+    if ray.is_initialized():
+        return  # the caller's own Ray (a notebook's): the caller's to judge (backends/ray/cluster.py)
     from a3c.backends.ray.cluster import check_address, check_start_env
 
     try:

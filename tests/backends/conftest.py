@@ -1,5 +1,6 @@
-"""The Ray modules' shared head: one ``ray start --head`` per module (``ray_head``), which each test's runs
-join through ``ray_address`` (tests/ray_head.py)."""
+"""The Ray modules' shared head: one ``ray start --head`` for the whole session (``ray_head``), which each
+test's runs join through ``ray_address`` (tests/ray_head.py). The modules that use it run one after another
+in one pytest process (the Ray unit of tests/conftest.py), so it is started once."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import pytest
 from tests.ray_head import RayHead, join_head, start_ray_head
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ray_head() -> Iterator[RayHead]:
-    """One loopback Ray head for the module's runs (4 CPUs, its own auth token), gone at the module's end."""
+    """One loopback Ray head for the session's runs (4 CPUs, its own auth token), gone at the session's end
+    (its processes carry the session's token: the session's leak check covers them)."""
     yield from start_ray_head()
 
 
 @pytest.fixture
 def ray_address(ray_head: RayHead, token: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``--ray-address`` of the module's head for this test's runs; their actors carry the test's token."""
+    """``--ray-address`` of the session's head for this test's runs; their actors carry the test's token."""
     return join_head(ray_head, monkeypatch, token)

@@ -1,4 +1,4 @@
-"""The Ray backend on a real Ray cluster: the module's loopback head (``ray_head``, in
+"""The Ray backend on a real Ray cluster: the session's loopback head (``ray_head``, in
 tests/backends/conftest.py), which every run joins with ``--ray-address`` (the one run that starts its own
 cluster is test_ray_cluster.py's). Two worker actors train and evaluate; a killed worker actor is
 restarted and trains on; a hung evaluator actor is killed and restarted; a hung parameter server fails the

@@ -278,8 +278,8 @@ def test_a_ray_start_cluster_with_token_auth_off_is_refused_before_training(tmp_
     """A head started as users start it (``ray start``, no a3c code), token authentication off: joining it
     is refused in one line before the run dir exists. (A head alone: its GCS is what the run asks first;
     more nodes change nothing before the refusal.)"""
-    temp_root = Path(tempfile.mkdtemp(prefix="a3c-ray-", dir="/tmp"))  # short: Unix socket paths are capped
     machine = IsolatedMachine(token)
+    temp_root = Path(tempfile.mkdtemp(prefix="a3c-ray-", dir="/tmp"))  # short: Unix socket paths are capped
     port = free_port()
     address, nodes = f"{HOST_IP}:{port}", []
     off = {"RAY_AUTH_MODE": "disabled"}
@@ -427,10 +427,10 @@ class UserCluster:
 def user_cluster(_no_leaks_in_module: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[UserCluster]:
     """(Module scope: the budget run and the loss share it; the loss, which kills ``second``, runs last.)"""
     token = _no_leaks_in_module
-    temp_root = Path(tempfile.mkdtemp(prefix="a3c-ray-", dir="/tmp"))  # short: Unix socket paths are capped
     token_file = auth_token_file(tmp_path_factory.mktemp("token"))
     auth = ray_auth_env(token_file)
     machine = IsolatedMachine(token)
+    temp_root = Path(tempfile.mkdtemp(prefix="a3c-ray-", dir="/tmp"))  # short: Unix socket paths are capped
     port = free_port()
     address, nodes = f"{HOST_IP}:{port}", []
     try:

@@ -1,4 +1,4 @@
-"""The Ray node mode (the default ``ray_mode``) on the module's loopback head: a node group trains and every
+"""The Ray node mode (the default ``ray_mode``) on the session's loopback head: a node group trains and every
 one of its exchanges reaches every shard exactly once; a killed group is replaced by the driver and trains
 on, its counts kept; a hung shard fails the run naming it, with last.pt from the last sync. (Two nodes, and
 losing one, are tests/backends/test_ray_cluster.py's; the arithmetic is test_ray_exchange.py's.)"""

@@ -1,6 +1,6 @@
 """A parameter-server actor that dies (its process killed) fails the Ray run at once: exit 1, an error that
 says the server died (not hung) and how to ``--resume``, last.pt holding the last sync; the resumed run
-continues from it. The runs join the module's loopback head (``ray_address``, tests/backends/conftest.py).
+continues from it. The runs join the session's loopback head (``ray_address``, tests/backends/conftest.py).
 (A hung server is tests/backends/test_ray.py's.)"""
 
 from __future__ import annotations

@@ -99,8 +99,8 @@ def test_an_address_whose_cluster_demands_a_token_passes(token_server):
     check_address(address)
 
 
-@pytest.mark.parametrize(("mode", "allowed"), [(None, True), ("token", True), ("disabled", False),
-                                               ("off", False)])  # fmt: skip
+@pytest.mark.parametrize(("mode", "allowed"), [(None, True), ("token", True), ("TOKEN", True),
+                                               ("disabled", False), ("off", False), ("", False)])  # fmt: skip
 def test_the_run_starts_its_own_cluster_only_with_token_auth(monkeypatch, mode, allowed):
     if mode is None:
         monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
@@ -155,16 +155,64 @@ def test_a_joined_cluster_is_refused_when_any_raylet_answers_without_a_token(mon
     with serve(raylet) as raylet_address:
         host, port = raylet_address.rsplit(":", 1)
         nodes = [
-            {"Alive": True, "NodeManagerAddress": host, "NodeManagerPort": int(port)},
-            {"Alive": False, "NodeManagerAddress": "127.0.0.1", "NodeManagerPort": 1},
+            {"Alive": True, "NodeManagerAddress": host, "NodeManagerPort": int(port), "NodeID": "aa" * 14},
+            {"Alive": False, "NodeManagerAddress": "127.0.0.1", "NodeManagerPort": 1, "NodeID": "bb" * 14},
         ]
         monkeypatch.setattr(cluster_module.ray, "nodes", lambda: nodes)
         with pytest.raises(BackendFailed) as refused:
             check_joined()
         assert str(refused.value).startswith(
-            f"the Ray cluster this run joined has token authentication off: the raylet of node {host} "
-            f"({raylet_address}) answered a call without a token"
+            "the Ray cluster this run joined has token authentication off: "
+            f"the raylet of node {host} aaaaaaaa ({raylet_address}) answered a call without a token"
         )
         raylet.demands = True
         check_joined()  # every server demands one now
         assert len(raylet.calls) == 2
+
+
+def test_every_raylet_is_asked_even_where_nodes_share_an_address(monkeypatch, token_server):
+    """Two live nodes on one host (as on a machine running several nodes): both raylets are asked."""
+    _, gcs = token_server
+    demanding, answering = Server(RAYLET_METHOD, demands=True), Server(RAYLET_METHOD, demands=False)
+    context = SimpleNamespace(gcs_address=gcs)
+    monkeypatch.setattr(cluster_module.ray, "get_runtime_context", lambda: context)
+    with serve(demanding) as first, serve(answering) as second:
+        nodes = [
+            {"Alive": True, "NodeManagerAddress": "127.0.0.1", "NodeManagerPort": int(a.rsplit(":", 1)[1]),
+             "NodeID": node_id}
+            for a, node_id in ((first, "aa" * 14), (second, "bb" * 14))
+        ]  # fmt: skip
+        monkeypatch.setattr(cluster_module.ray, "nodes", lambda: nodes)
+        with pytest.raises(
+            BackendFailed, match=f"the raylet of node 127.0.0.1 bbbbbbbb \\({second}\\) answered"
+        ):
+            check_joined()
+    assert len(demanding.calls) == len(answering.calls) == 1
+
+
+def test_node_mode_judges_again_on_the_updates_a_group_made_over_all_its_incarnations(monkeypatch):
+    """A group restarted after its loss counts its workers' updates from 0 again: the driver hands the
+    rechecks the run's counts (the lost incarnations' carried over), so the check after the restart comes
+    as soon as every worker has pushed again."""
+    from a3c.backends.ray.node_driver import NodeRun
+
+    judged = []
+    monkeypatch.setattr(cluster_module, "check", judged.append)
+    run = object.__new__(NodeRun)
+    run.next_drain, run._drain = 0.0, lambda: []
+    run.rechecks = Rechecks(Cluster.JOINED)
+    carried, slots = np.zeros((3, 2), np.int64), np.zeros((3, 2), np.int64)
+    run.groups = SimpleNamespace(counts=lambda: carried + slots, slots=slots, restarts=0)
+    run.eval_loop = SimpleNamespace(restarts=0)
+    for updates in ([0, 0], [10, 10], [20, 20]):  # judged once both pushed
+        slots[1], run.next_drain = updates, 0.0  # a drain due at every poll
+        run.poll(0.0)
+    assert len(judged) == 1
+    run.groups.restarts = 1  # group 0 is lost in this drain: its incarnation's counts still in the slots
+    run.next_drain = 0.0
+    run.poll(0.0)
+    carried[1], slots[1] = [20, 0], [0, 20]  # then carried over; its new incarnation counts from 0
+    for updates in ([0, 30], [5, 40]):  # judged again as soon as both pushed since the restart
+        slots[1], run.next_drain = updates, 0.0
+        run.poll(0.0)
+    assert len(judged) == 2

@@ -141,8 +141,8 @@ def check_address(address: str) -> None:
 def check_start_env() -> None:
     """ValueError naming RAY_AUTH_MODE when it would start the run's own cluster without token
     authentication (Ray turns it on for a cluster it starts unless RAY_AUTH_MODE says otherwise)."""
-    mode = os.environ.get("RAY_AUTH_MODE", "")
-    if mode not in ("", "token"):
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is not None and mode.lower() != "token":  # as Ray reads it: set (even empty) means that mode
         raise ValueError(
             f"RAY_AUTH_MODE: {mode!r} is not allowed for the Ray cluster a run starts; expected token or "
             "unset (without token authentication anyone who reaches its ports can run code on it)"
@@ -191,8 +191,8 @@ def connect(config: Config) -> Cluster:
     cluster = Cluster.STARTED if start else Cluster.JOINED
     try:
         check(cluster)
-    except BackendFailed:
-        ray.shutdown()  # a cluster it started goes with the refusal; a joined one is only left
+    except BaseException:
+        ray.shutdown()  # a cluster it started goes with the refusal (or a failed check); a joined one is left
         raise
     return cluster
 
@@ -238,17 +238,17 @@ def check_joined() -> None:
     """BackendFailed unless every server of the cluster this process joined demands a token: its GCS and
     each live node's raylet, each asked by a call without one (token_auth.py). Cannot tell is a refusal."""
     try:
-        servers = {"its GCS": ray.get_runtime_context().gcs_address}
-        for node in ray.nodes():
+        servers = [("its GCS", ray.get_runtime_context().gcs_address, GCS_METHOD)]
+        for node in ray.nodes():  # several nodes may share an address: each raylet is asked
             if node["Alive"]:
-                address = f"{node['NodeManagerAddress']}:{node['NodeManagerPort']}"
-                servers[f"the raylet of node {node['NodeManagerAddress']}"] = address
+                host, port = node["NodeManagerAddress"], node["NodeManagerPort"]
+                address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+                servers.append((f"the raylet of node {host} {node['NodeID'][:8]}", address, RAYLET_METHOD))
     except Exception as exc:  # noqa: BLE001 - any failure to list the servers is "cannot tell"
         raise BackendFailed(
             "ray", f"cannot tell whether the Ray cluster this run joined has token authentication on ({exc})"
         ) from None
-    for server, address in servers.items():
-        method = GCS_METHOD if server == "its GCS" else RAYLET_METHOD
+    for server, address, method in servers:
         try:
             demands = demands_token(address, method)
         except CannotTell as exc:

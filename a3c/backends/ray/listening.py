@@ -50,7 +50,7 @@ def exposed_listeners(pid: int | None = None) -> list[str] | None:
     cannot read a process's sockets)."""
     try:
         sockets = listening(ray_processes(psutil.Process(pid)))
-    except (psutil.AccessDenied, NotImplementedError):
+    except (psutil.Error, NotImplementedError, OSError):  # denied, or not supported here: cannot tell
         return None
     return sorted(
         f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}" for ip, port in sockets if not is_loopback(ip)

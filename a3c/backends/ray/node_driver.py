@@ -122,7 +122,11 @@ class NodeRun:
             if time.monotonic() < self.next_drain:
                 return self.eval_loop.take()
         self.next_drain = time.monotonic() + DRAIN_S
-        return self._drain()
+        records = self._drain()
+        # Each worker's updates over all its group's incarnations (a restarted group counts from 0 again);
+        # not while stopping (``_drain`` alone), when a refusal would cost the last records.
+        self.rechecks.after_drain(self.groups.counts()[1], self.restarts)  # BackendFailed stops the run
+        return records
 
     def _drain(self, wait: float = 0.0) -> list[Any]:
         records, replies = self.groups.drain(wait)
@@ -136,7 +140,6 @@ class NodeRun:
         if self.shard_failure is None:
             limit = wait_limit(self.config.hang_timeout, False, hanging="shard 0")
             self.sync_log.write_due(self.shards, limit)
-        self.rechecks.after_drain(self.groups.slots[1], self.restarts)  # BackendFailed stops the run
         return records + self.eval_loop.take()
 
     def _mirror(self, slots: np.ndarray) -> None:
