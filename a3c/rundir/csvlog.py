@@ -42,6 +42,20 @@ METRICS_COLUMNS = (
 )
 
 
+# A Ray node-mode run's: per node, its exchanges and global policy lag (a3c/backends/ray/sync_log.py).
+SYNC_COLUMNS = (
+    "wall_time",
+    "node",
+    "workers",
+    "exchanges",
+    "global_lag_mean",
+    "global_lag_max",
+    "round_trip_ms_p50",
+    "shard_exchanges_min",
+    "shard_exchanges_max",
+)
+
+
 class CsvLog:
     """Append rows to a CSV file with a fixed header, flushed per row so readers see them live."""
 

@@ -18,7 +18,7 @@ from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
 from a3c.rundir.checkpoints import LOG_STD_PARAM, load_checkpoint
-from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS, METRICS_COLUMNS
+from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS, METRICS_COLUMNS, SYNC_COLUMNS
 
 # Fields that fix the env, the shape of the model or the optimizer state: a resume may not change them.
 # The env's keyword arguments too (they may change its spaces or its task); the model kind, the action
@@ -158,7 +158,12 @@ def _concatenated(per_parameter: dict[int, dict[str, torch.Tensor]]) -> dict[str
     }
 
 
-LOGS = {"eval.csv": EVAL_COLUMNS, "metrics.csv": METRICS_COLUMNS, "episodes.csv": EPISODE_COLUMNS}
+LOGS = {
+    "eval.csv": EVAL_COLUMNS,
+    "metrics.csv": METRICS_COLUMNS,
+    "episodes.csv": EPISODE_COLUMNS,
+    "sync.csv": SYNC_COLUMNS,  # no global_step: trimmed by wall time alone
+}
 
 
 def read_csv_rows(path: Path, columns: tuple[str, ...]) -> tuple[list[str], list[list[str]], int]:
@@ -181,19 +186,23 @@ def read_csv_rows(path: Path, columns: tuple[str, ...]) -> tuple[list[str], list
 
 
 def trim_csv(path: Path, max_step: int, max_wall: float, columns: tuple[str, ...]) -> tuple[int, int]:
-    """Drop rows logged after the checkpoint (global_step > max_step or wall_time > max_wall): their training
-    was lost with the process, and keeping them would make global_step and wall_time go back on resume.
+    """Drop rows logged after the checkpoint (global_step > max_step or wall_time > max_wall; a file without
+    global_step, by wall_time alone): their training was lost with the process, and keeping them would make
+    global_step and wall_time go back on resume.
     Rows of an older a3c's shorter header get the new columns at the end, empty. Returns (rows kept, rows
     removed); the file is rewritten atomically (a temp file renamed over it)."""
     if not path.exists():
         return 0, 0
     header, body, cut = read_csv_rows(path, columns)
-    step_col, wall_col = header.index("global_step"), header.index("wall_time")
+    wall_col = header.index("wall_time")
+    step_col = header.index("global_step") if "global_step" in header else None
     try:
         kept = [
             [*r, *[""] * (len(columns) - len(header))]
             for r in body
-            if len(r) == len(header) and int(r[step_col]) <= max_step and float(r[wall_col]) <= max_wall
+            if len(r) == len(header)
+            and (step_col is None or int(r[step_col]) <= max_step)
+            and float(r[wall_col]) <= max_wall
         ]
     except ValueError as exc:
         raise BadInput(f"--resume: {str(path)!r} is not a CSV this a3c wrote ({exc})") from None
@@ -220,8 +229,8 @@ def restore_reward_stats(stats: SharedObsStats, state: dict[str, Any] | None, so
 
 
 def trim_logs(run_dir: Path, checkpoint: dict[str, Any]) -> int:
-    """Cut eval.csv, metrics.csv and episodes.csv back to the resumed checkpoint (rows after its global step
-    or wall time happened in a run segment the checkpoint does not hold); the episodes rows kept."""
+    """Cut the run's CSVs (LOGS) back to the resumed checkpoint (rows after its global step or wall time
+    happened in a run segment the checkpoint does not hold); the episodes rows kept."""
     step, wall = int(checkpoint["global_step"]), float(checkpoint["wall_time"])
     check_logs(run_dir)  # every file checked before any is rewritten
     kept = {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from a3c.core.errors import BadInput
-from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS, METRICS_COLUMNS, CsvLog
+from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS, METRICS_COLUMNS, SYNC_COLUMNS, CsvLog
 from a3c.rundir.resume import trim_logs
 
 CHECKPOINT = {"global_step": 20, "wall_time": 2.0}
@@ -48,3 +48,17 @@ def test_a_foreign_header_is_refused_before_any_file_changes(tmp_path):
     with pytest.raises(BadInput, match=r"^--resume: '.*episodes.csv' has the columns \['step', 'score'\]"):
         trim_logs(tmp_path, CHECKPOINT)
     assert (tmp_path / "eval.csv").read_text() == eval_text  # eval.csv comes first and was not trimmed
+
+
+def test_a_resume_trims_a_node_mode_runs_sync_log_by_wall_time_and_checks_its_header(tmp_path, capsys):
+    rows = ["1.5,0,2,3,0.0,0,1.2,3,3", "1.5,1,2,4,0.5,1,1.3,4,4", "2.5,0,2,5,0.0,0,1.1,5,5"]
+    (tmp_path / "sync.csv").write_text(",".join(SYNC_COLUMNS) + "\n" + "".join(r + "\n" for r in rows))
+    trim_logs(tmp_path, CHECKPOINT)
+    assert (tmp_path / "sync.csv").read_text().splitlines() == [",".join(SYNC_COLUMNS), *rows[:2]]
+    assert (
+        "resume: sync.csv: removed 1 rows logged after the checkpoint (step 20); 2 kept"
+        in capsys.readouterr().err
+    )
+    (tmp_path / "sync.csv").write_text("wall_time,peer\n1.0,0\n")
+    with pytest.raises(BadInput, match=r"^--resume: '.*sync.csv' has the columns \['wall_time', 'peer'\]"):
+        trim_logs(tmp_path, CHECKPOINT)

@@ -12,19 +12,8 @@ import numpy as np
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from a3c.rundir.csvlog import CsvLog
+from a3c.rundir.csvlog import SYNC_COLUMNS, CsvLog
 
-SYNC_COLUMNS = (
-    "wall_time",
-    "node",
-    "workers",
-    "exchanges",
-    "global_lag_mean",
-    "global_lag_max",
-    "round_trip_ms_p50",
-    "shard_exchanges_min",
-    "shard_exchanges_max",
-)
 SYNC_ROW_S = 10.0  # one sync.csv row per node this often
 
 
