@@ -465,7 +465,7 @@ def test_node_mode_on_two_ray_start_nodes_ends_by_its_budget(tmp_path, token, us
     address = cluster.join(monkeypatch, token)
     assert probed(token, address, cluster.prefix)["addresses"] == [HOST_IP, HOST_IP]  # as on a network
     run = start_run(tmp_path, token, address, workers=2, mode="node", prefix=cluster.prefix,
-                    budget="--max-steps 30000 --set sync_interval=0.5")  # fmt: skip
+                    budget="--max-steps 30000 --set sync_interval=0.5 --set ray_shards=2")  # fmt: skip
     try:
         assert run.wait(timeout=WAIT_CAP_S) == 0, err_path.read_text()[-3000:]
     finally:
