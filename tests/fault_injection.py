@@ -2,11 +2,15 @@
 run, a resume or a tune study, many times over; after each, the run dir must load, resume and keep its CSVs
 in order, and nothing may be left running.
 
-    python -m tests.fault_injection --rounds 20 --seed 0 --out runs/faults     # make test-faults
+    python -m tests.fault_injection --rounds 20 --out runs/faults     # make test-faults (.ci/run: 4 rounds)
 
 The moment is an event, not a clock: the kill comes once episodes.csv holds a random number of rows (and,
-on a resume, once it has grown past what the resume started with). Each round prints one line; the last
-line counts the rounds whose checks all held, and the exit code is 0 only when every round passed.
+on a resume, once it has grown past what the resume started with). The (stage, kind) pairs come in a random
+order, each pair once per cycle. The seed is random unless given, and printed first, so that a failure can
+be replayed. Each round checks the killed process's exit code, that the run dir loads and resumes with its
+CSVs continuous (exactly the rows its checkpoint covers kept, none lost or twice), and that nothing is left
+running; it prints one line; the last line counts the rounds whose checks all held, and the exit code is 0
+only when every round passed.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import time
 from pathlib import Path
 
 from tests.helpers import (
+    assert_continuous,
+    csv_rows,
     data_rows,
     end,
     left_behind,
@@ -36,6 +42,10 @@ TRAIN = "train --env CartPole-v1 --workers 2 --target-return 1e9 --quiet --set c
 TUNE = "tune --env CartPole-v1 --trials 2 --trial-seconds 6 --seed 0"
 KINDS = ("trainer", "worker", "group-kill", "group-term")
 STAGES = ("train", "resume", "tune")
+# The exit code each kind leaves (Popen's: -N for a process killed by signal N): the trainer or the group
+# SIGKILLed; after a worker's SIGKILL the run goes on and a SIGTERM ends it (128 + 15), as a group's does.
+EXIT_CODES = {"trainer": -9, "group-kill": -9, "worker": 143, "group-term": 143}
+CONTINUOUS = ("episodes.csv", "eval.csv")  # ordered by global_step and wall_time (metrics.csv: per worker)
 
 
 def kill(proc: subprocess.Popen, kind: str, rng: random.Random) -> str:
@@ -89,10 +99,16 @@ def csv_problems(run_dir: Path) -> list[str]:
 
 
 def check_run(run_dir: Path, token: str) -> list[str]:
-    """The run dir loads (a3c evaluate), resumes for 2,000 more steps, and keeps its CSVs in order."""
+    """The run dir loads (a3c evaluate), resumes for 2,000 more steps, and keeps its CSVs in order: exactly
+    the rows the resumed checkpoint covers kept (``assert_continuous``), the rest new."""
+    from a3c.rundir.resume import load_resume_checkpoint
+
     problems = csv_problems(run_dir)
     if not (run_dir / "checkpoints" / "last.pt").exists():
         return [*problems, "no last.pt"]
+    checkpoint = load_resume_checkpoint(run_dir)
+    step, wall = int(checkpoint["global_step"]), float(checkpoint["wall_time"])
+    before = {name: csv_rows(run_dir / name) for name in CONTINUOUS if (run_dir / name).exists()}
     evaluated = run_a3c("evaluate", str(run_dir), "--episodes", "2", timeout=120, token=token)
     if evaluated.returncode != 0:
         problems.append(f"evaluate exit {evaluated.returncode}: {evaluated.stderr.strip()[-200:]}")
@@ -103,6 +119,11 @@ def check_run(run_dir: Path, token: str) -> list[str]:
         problems.append(f"resume exit {resumed.returncode}: {resumed.stderr.strip()[-200:]}")
     elif read_json(run_dir / "summary.json")["total_steps"] < target:
         problems.append("resume stopped short of its step budget")
+    for name, rows in before.items():
+        try:
+            assert_continuous(run_dir / name, rows, step, wall)
+        except AssertionError as exc:
+            problems.append(str(exc).splitlines()[0])
     return problems + [p for p in csv_problems(run_dir) if p not in problems]
 
 
@@ -146,6 +167,8 @@ def one_round(
         end(proc)
     left = left_behind(token, timeout=30.0)
     problems = [f"left running: {sorted(left)}"] if left else []
+    if code != EXIT_CODES[kind]:
+        problems.append(f"exit {code}, expected {EXIT_CODES[kind]}")
     if stage == "tune":
         again = run_a3c(*args, timeout=600, token=token)
         if again.returncode != 0:
@@ -169,16 +192,21 @@ def main(argv: list[str] | None = None) -> int:
     round's checks held."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
     parser.add_argument("--out", type=Path, default=Path("runs") / "faults")
     options = parser.parse_args(argv)
-    rng = random.Random(options.seed)
+    seed = random.SystemRandom().randrange(10**6) if options.seed is None else options.seed
+    print(f"seed {seed} (replay: python -m tests.fault_injection --rounds {options.rounds} --seed {seed})")
+    rng = random.Random(seed)
     options.out.mkdir(parents=True, exist_ok=False)
-    pairs = [(stage, kind) for stage in STAGES for kind in KINDS]
+    pairs: list[tuple[str, str]] = []
     passed = 0
     started = time.monotonic()
     for index in range(options.rounds):
-        stage, kind = pairs[index % len(pairs)]
+        if not pairs:  # a new cycle: every pair once, in a random order
+            pairs = [(stage, kind) for stage in STAGES for kind in KINDS]
+            rng.shuffle(pairs)
+        stage, kind = pairs.pop()
         ok, line = one_round(index, stage, kind, rng.randint(5, 200), options.out, rng)
         passed += ok
         print(f"{index:>2} {'PASS' if ok else 'FAIL'} {line}", flush=True)

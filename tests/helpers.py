@@ -309,3 +309,18 @@ def require_extra(module: str, extra: str) -> ModuleType:
         if os.environ.get(REQUIRE_EXTRAS_VAR, "") not in ("", "0"):
             pytest.fail(f"{message}; {REQUIRE_EXTRAS_VAR} is set, so this fails instead of skipping", False)
         pytest.skip(message, allow_module_level=True)
+
+
+def assert_continuous(path: Path, before_kill: list[dict[str, str]], step: int, wall: float) -> None:
+    """global_step and wall_time never go back; the rows the checkpoint covers (global_step <= its step and
+    wall_time <= its wall time) are exactly those logged before the kill (none lost, none twice), and every
+    later row is new. Both bounds: an evaluation that pulled weights before the checkpoint may have finished
+    after it, and its row is then dropped with the rest of what the killed process did later."""
+    table = csv_rows(path)
+    steps = [int(r["global_step"]) for r in table]
+    walls = [float(r["wall_time"]) for r in table]
+    assert steps == sorted(steps), f"{path.name}: global_step goes back"
+    assert walls == sorted(walls), f"{path.name}: wall_time goes back"
+    covered = [r for r in before_kill if int(r["global_step"]) <= step and float(r["wall_time"]) <= wall]
+    assert table[: len(covered)] == covered, f"{path.name}: rows lost or doubled"
+    assert all(float(r["wall_time"]) >= wall for r in table[len(covered) :]), f"{path.name}: an old row twice"

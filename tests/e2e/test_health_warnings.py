@@ -39,19 +39,28 @@ def test_a_collapsed_policy_is_warned_about(tmp_path):
     assert "warning: entropy collapsed" in proc.stdout  # the live display's line (plain: not a terminal)
 
 
-def test_a_critic_that_sees_nothing_is_warned_about(tmp_path):
+def test_a_critic_that_sees_nothing_is_warned_about(tmp_path, monkeypatch, capsys):
     # Blind-v0 shows one observation at every step and pays uniform noise: the critic outputs one value per
     # segment, so the explained variance is 0 up to rounding on every seed and machine, never near the 0.02
     # bar. (A critic frozen by value_coef=0 on CartPole is not: its random weights track the returns by
     # chance, and whether the median lands above 0.02 changed with the seed and with the CPU's float
-    # kernels.) The check needs 400k steps and a 100k window; 16 envs x t_max 5 take them in about 12 s. A
-    # row every 10k steps: the check first runs at the row of step 400,000, the last.
-    args = ["--set", "envs_per_worker=16", "--set", "t_max=5"]
-    _, summary = train(tmp_path / "run", 400_000, 100_000, 10_000, *args, env="tests.testing_envs:Blind-v0")
+    # kernels.) In this process, with the check's step thresholds scaled down tenfold (the thresholds
+    # themselves are tests/algo/diagnostics/test_health.py's): it needs 40k steps and a 10k window, and runs
+    # first at the row of step 40,000, the last. 16 envs x t_max 5 = 80 steps an update; a row every 10.
+    import a3c
+    from a3c.algo.diagnostics import health
+
+    monkeypatch.setattr(health, "DEAD_CRITIC_STEPS", 40_000)
+    monkeypatch.setattr(health, "DEAD_CRITIC_WINDOW", 10_000)
+    run = a3c.train("tests.testing_envs:Blind-v0", run_dir=tmp_path / "run", serial=True, seed=0,
+                    max_steps=40_000, eval_interval_steps=10_000, metrics_interval_steps=800,
+                    envs_per_worker=16, t_max=5)  # fmt: skip
+    summary = run.summary
     warnings = [(w["kind"], w["global_step"]) for w in summary["warnings"]]
-    assert warnings == [("dead_critic", 400_000)], summary["warnings"]
+    assert warnings == [("dead_critic", 40_000)], summary["warnings"]
+    assert summary["exit_reason"] == "max_steps" and summary["total_steps"] == 40_000, summary
     rows = csv_rows(tmp_path / "run" / "metrics.csv")
-    assert len(rows) == 40
+    assert [int(r["global_step"]) for r in rows] == list(range(800, 40_001, 800))
     assert all(abs(float(r["explained_variance"])) < 1e-6 for r in rows), rows  # 0, but for float rounding
 
 
