@@ -94,9 +94,13 @@ def test_evaluate_video_of_a_box_env_plays_the_evaluated_episodes(tmp_path):
 def test_evaluate_video_of_atari_shows_the_raw_game_screen(tmp_path):
     require_extra("ale_py", "atari")
     require_extra("moviepy", "video")
-    train_serial(tmp_path / "run", "ALE/Pong-v5", 200, "--set", "eval_episodes=1")
+    # Games cut by ALE at 400 frames (100 agent steps): the screen is the point here, not a whole game
+    # (tests/e2e/test_extras_smoke.py plays whole ones), and the evaluations while training are cut too.
+    cut = ("--env-kwarg", "max_num_frames_per_episode=400")
+    train_serial(tmp_path / "run", "ALE/Pong-v5", 200, "--set", "eval_episodes=1", *cut)
     report = evaluate_json(tmp_path / "run", "--episodes", "1", "--video", str(tmp_path / "videos"))
     check_videos(report, tmp_path / "videos", (210, 160, 3))  # the RGB screen, not the 84x84 input
+    assert 0 < report["videos"][0]["length"] <= 100  # cut (random no-ops at the reset take a few frames)
 
 
 def one_error_line(capsys, *args: str) -> str:
