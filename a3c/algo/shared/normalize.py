@@ -249,10 +249,13 @@ class RewardScaler:
         return float(1.0 / np.sqrt(self.stats.current._var + self.epsilon))
 
     def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
-        """Scale rewards [B] -> float32 [B] in [-clip, clip]; ``dones`` [B] bool: the episode ended here."""
+        """Scale rewards [B] -> float32 [B] in [-clip, clip]; ``dones`` [B] bool: the episode ended here. A
+        non-finite reward stays non-finite (its segment's update is skipped) but enters neither the running
+        return nor the statistics, which would otherwise stay NaN for the rest of the run."""
         rewards = np.asarray(rewards, dtype=np.float64)
-        self.ret = self.ret * self.gamma + rewards
-        self.stats.observe(self.ret)  # a copy is kept until the flush
+        finite = np.isfinite(rewards)
+        self.ret = np.where(finite, self.ret * self.gamma + rewards, self.ret)
+        self.stats.observe(self.ret[finite])  # a copy is kept until the flush
         scaled = np.clip(rewards * self.scale, -self.clip, self.clip)
         self.ret[np.asarray(dones, dtype=bool)] = 0.0  # after the update: the final step's return counts
         return scaled.astype(np.float32)
