@@ -325,6 +325,7 @@ def test_a_checkpoints_config_is_validated_like_a_command_line(capsys, tmp_path)
     )
 
 
+@pytest.mark.slow  # starts a3c (a process importing torch)
 def test_a_run_saved_before_a_bound_existed_still_evaluates_and_resumes_with_the_option(tmp_path):
     # Only what playing needs is checked on load: hang_timeout 2 (below today's bound of 5) belongs to
     # training; a resume validates it with the options given.
@@ -366,6 +367,7 @@ def test_a_checkpoints_spaces_are_checked_before_its_model_is_built(capsys, tmp_
     assert "was trained for spaces" in line and "CartPole-v1 has" in line, line
 
 
+@pytest.mark.slow  # starts a3c (a process importing torch)
 def test_a_resume_with_a_foreign_csv_header_is_one_line(capsys, tmp_path):
     from tests.helpers import run_serial_fixed_length
 

@@ -102,6 +102,7 @@ def test_a_bad_env_kwarg_is_one_error_line(tmp_path):
         assert len(result.stderr.splitlines()) == 1 and not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow  # starts a3c (a process importing torch)
 def test_on_a_resume_the_file_stands_over_the_saved_config_and_under_the_options(tmp_path):
     from tests.helpers import run_serial_fixed_length
 

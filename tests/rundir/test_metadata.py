@@ -38,6 +38,7 @@ def test_versions_name_every_package_with_its_version_or_none(monkeypatch):
     assert versions["click"] == installed("click") is not None  # a dependency: always there
 
 
+@pytest.mark.slow  # starts a Python process that imports a3c
 def test_versions_do_not_import_the_optional_packages():
     modules = (
         "ale_py",
