@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import (
     assert_continuous,
     csv_rows,
@@ -106,7 +108,10 @@ def check_run(run_dir: Path, token: str) -> list[str]:
     problems = csv_problems(run_dir)
     if not (run_dir / "checkpoints" / "last.pt").exists():
         return [*problems, "no last.pt"]
-    checkpoint = load_resume_checkpoint(run_dir)
+    try:
+        checkpoint = load_resume_checkpoint(run_dir)
+    except (ValueError, OSError) as exc:  # BadInput is a ValueError: a damaged last.pt is a finding
+        return [*problems, f"last.pt: {exc}"]
     step, wall = int(checkpoint["global_step"]), float(checkpoint["wall_time"])
     before = {name: csv_rows(run_dir / name) for name in CONTINUOUS if (run_dir / name).exists()}
     evaluated = run_a3c("evaluate", str(run_dir), "--episodes", "2", timeout=120, token=token)
@@ -196,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs") / "faults")
     options = parser.parse_args(argv)
     seed = random.SystemRandom().randrange(10**6) if options.seed is None else options.seed
-    print(f"seed {seed} (replay: python -m tests.fault_injection --rounds {options.rounds} --seed {seed})")
+    replay = f"--rounds {options.rounds} --seed {seed} --out runs/faults/replay-{seed}"
+    print(f"seed {seed} (replay: .venv/bin/python -m tests.fault_injection {replay})", flush=True)
     rng = random.Random(seed)
     options.out.mkdir(parents=True, exist_ok=False)
     pairs: list[tuple[str, str]] = []
@@ -207,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
             pairs = [(stage, kind) for stage in STAGES for kind in KINDS]
             rng.shuffle(pairs)
         stage, kind = pairs.pop()
-        ok, line = one_round(index, stage, kind, rng.randint(5, 200), options.out, rng)
+        rows = rng.randint(5, 200)
+        try:
+            ok, line = one_round(index, stage, kind, rows, options.out, rng)
+        except (Exception, pytest.fail.Exception) as exc:  # a wait that failed, a worker gone: this round's
+            ok, line = False, f"{stage:<6} {kind:<24} after {rows:>3} rows: {type(exc).__name__}: {exc}"
         passed += ok
         print(f"{index:>2} {'PASS' if ok else 'FAIL'} {line}", flush=True)
     print(f"{passed}/{options.rounds} rounds passed in {time.monotonic() - started:.0f} s", flush=True)

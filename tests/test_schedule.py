@@ -16,17 +16,42 @@ RAY_FIXTURES = {"ray_head", "ray_address", "user_cluster"}
 
 
 def starts_ray(path: Path) -> bool:
-    """Whether a test module starts Ray: it imports from tests/ray_head.py (its nodes and heads), takes a
-    Ray fixture, or says so (``STARTS_RAY = True``, for a Ray started some other way)."""
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "tests.ray_head":
+    """Whether a test module starts Ray: it imports tests/ray_head.py (its nodes and heads) in any form,
+    takes a Ray fixture (as an argument or through ``usefixtures``), or says so (``STARTS_RAY = True``, for a
+    Ray started some other way)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            names = [node.module or "", *(alias.name for alias in node.names)]
+            if any(name.split(".")[-1] == "ray_head" for name in names):
+                return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[-1] == "ray_head" for a in node.names):
             return True
-        if isinstance(node, ast.FunctionDef) and {a.arg for a in node.args.args} & RAY_FIXTURES:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            if {a.arg for a in arguments} & RAY_FIXTURES:
+                return True
+        usefixtures = isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "usefixtures"
+        if usefixtures and {getattr(a, "value", None) for a in node.args} & RAY_FIXTURES:
             return True
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "STARTS_RAY" for t in node.targets):
-            return True
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            named = any(getattr(t, "id", "") == "STARTS_RAY" for t in targets)
+            if named and getattr(node.value, "value", None) is True:
+                return True
     return False
+
+
+@pytest.mark.parametrize(
+    ("source", "starts"),
+    [("import tests.ray_head", True), ("from tests import ray_head", True), ("from . import ray_head", True),
+     ("async def test_x(ray_address): pass", True), ("def test_x(*, ray_head): pass", True),
+     ("pytestmark = pytest.mark.usefixtures('ray_address')", True), ("STARTS_RAY: bool = True", True),
+     ("STARTS_RAY = False", False), ("def test_x(tmp_path): pass", False)],
+)  # fmt: skip
+def test_the_scan_sees_each_way_a_module_starts_ray(tmp_path, source, starts):
+    module = tmp_path / "test_module.py"
+    module.write_text(source + "\n")
+    assert starts_ray(module) is starts
 
 
 def test_every_module_that_starts_ray_is_in_the_ray_unit_or_says_why_not():

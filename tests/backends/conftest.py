@@ -14,7 +14,8 @@ from tests.ray_head import RayHead, join_head, start_ray_head
 @pytest.fixture(scope="session")
 def ray_head() -> Iterator[RayHead]:
     """One loopback Ray head for the session's runs (4 CPUs, its own auth token), gone at the session's end
-    (its processes carry the session's token: the session's leak check covers them)."""
+    (its processes carry a token of the head's own, checked by ``start_ray_head`` when it ends). Each Ray
+    module's first test asks for it, so it starts outside any module's leak check."""
     yield from start_ray_head()
 
 

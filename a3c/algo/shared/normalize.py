@@ -252,11 +252,11 @@ class RewardScaler:
         """Scale rewards [B] -> float32 [B] in [-clip, clip]; ``dones`` [B] bool: the episode ended here. A
         non-finite reward stays non-finite (its segment's update is skipped) but enters neither the running
         return nor the statistics, which would otherwise stay NaN for the rest of the run."""
-        rewards = np.asarray(rewards, dtype=np.float64)
+        rewards = np.atleast_1d(np.asarray(rewards, dtype=np.float64))
         finite = np.isfinite(rewards)
         self.ret = np.where(finite, self.ret * self.gamma + rewards, self.ret)
         self.stats.observe(self.ret[finite])  # a copy is kept until the flush
-        scaled = np.clip(rewards * self.scale, -self.clip, self.clip)
+        scaled = np.where(finite, np.clip(rewards * self.scale, -self.clip, self.clip), rewards)  # inf stays
         self.ret[np.asarray(dones, dtype=bool)] = 0.0  # after the update: the final step's return counts
         return scaled.astype(np.float32)
 

@@ -306,11 +306,12 @@ def test_shared_stats_cross_to_a_child_as_three_file_descriptors_whatever_the_wo
 
 def test_a_non_finite_reward_stays_out_of_the_running_return_and_the_statistics():
     scaler, stats = reward_scaler(2, 0.9, clip=1000.0)
+    assert np.isposinf(scaler(np.array([0.0, np.inf]), np.array([False, False]))[1])  # not clipped to 10
     scaled = scaler(np.array([1.0, np.nan]), np.array([False, False]))
     assert np.isfinite(scaled[0]) and np.isnan(scaled[1])  # its segment's loss is not finite: skipped
     scaler(np.array([2.0, 3.0]), np.array([False, False]))
     scaler.flush()
-    assert np.allclose(scaler.ret, [0.9 * 1.0 + 2.0, 3.0])  # env 1's return as if the NaN step was not there
-    merged = stats.merged()  # the three finite returns (1.0, 2.9, 3.0) and the prior's tiny count
+    assert np.allclose(scaler.ret, [0.9 * (0.9 * 0.0 + 1.0) + 2.0, 3.0])  # env 1: as if no non-finite step
+    merged = stats.merged()  # the four finite returns (0.0, 1.0, 2.9, 3.0) and the prior's tiny count
     assert np.isfinite(merged.mean.item()) and np.isfinite(merged.var.item())
-    assert merged.count.item() == pytest.approx(3, abs=1e-3)
+    assert merged.count.item() == pytest.approx(4, abs=1e-3)
