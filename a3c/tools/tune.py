@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import sys
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -171,18 +172,31 @@ def finished(study: Any) -> int:
 
 
 def run_study(study: Any, space: dict[str, Param], run: TrialSpec, study_dir: Path, trials: int) -> int:
-    """Run trials until ``trials`` have finished; the exit code (128 + signal when one ended a trial)."""
-    failures = 0
-    while finished(study) < trials:
-        outcome = run_trial(study, space, run, study_dir)
-        if outcome.exit_code >= 128:
+    """Run trials until ``trials`` have finished; the exit code (128 + signal when a SIGINT or SIGTERM
+    came, during a trial or between two: each trial's run handles its own, and the study the rest, so no
+    signal kills it between trials or starts another trial after it)."""
+    received: list[int] = []
+    old_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in old_handlers:
+        signal.signal(s, lambda signum, _frame: received.append(signum))
+    try:
+        failures = 0
+        while finished(study) < trials and not received:
+            outcome = run_trial(study, space, run, study_dir)
+            if outcome.exit_code >= 128:  # the trial's run took the signal
+                received.append(outcome.exit_code - 128)
+                break
+            failures = failures + 1 if outcome.state == "FAIL" else 0
+            if failures >= FAILURES_IN_A_ROW:
+                click.echo(f"error: {failures} trials in a row failed; see their run dirs", err=True)
+                return 1
+        if received:
             click.echo("interrupted: re-run the same command to continue the study", err=True)
-            return outcome.exit_code
-        failures = failures + 1 if outcome.state == "FAIL" else 0
-        if failures >= FAILURES_IN_A_ROW:
-            click.echo(f"error: {failures} trials in a row failed; see their run dirs", err=True)
-            return 1
-    return 0
+            return 128 + received[0]
+        return 0
+    finally:
+        for s, handler in old_handlers.items():
+            signal.signal(s, handler)
 
 
 def run_trial(study: Any, space: dict[str, Param], run: TrialSpec, study_dir: Path) -> Outcome:
@@ -200,6 +214,8 @@ def run_trial(study: Any, space: dict[str, Param], run: TrialSpec, study_dir: Pa
         trainer = Trainer(setup.config, setup.info, run_dir, serial=run.serial, show_progress=False)
         trainer.on_eval = Reporter(trial, run.trial_seconds)
         exit_code = trainer.run()
+        # A signal the run took after it had chosen its exit code still stops the study (run_study).
+        late_signal = trainer.signal_received if exit_code < 128 else None
     except BaseException:  # bad input, or Ctrl-C outside the run's own handler: the trial did not finish
         study.tell(trial, state=TrialState.FAIL)
         raise
@@ -218,4 +234,4 @@ def run_trial(study: Any, space: dict[str, Param], run: TrialSpec, study_dir: Pa
     study.tell(trial, value, state=state)
     shown = "" if value is None else f", value {value:.2f}"
     click.echo(f"trial {trial.number}: {state.name.lower()}{shown} ({summary.get('exit_reason')})")
-    return Outcome(state.name, value, exit_code)
+    return Outcome(state.name, value, exit_code if late_signal is None else 128 + late_signal)

@@ -306,3 +306,26 @@ def test_a_second_tune_on_a_live_study_is_one_line_naming_the_holder(tmp_path, c
         "wait for it to end or stop it, then run this again"
     )
     assert sorted(p.name for p in study.iterdir()) == [".a3c.lock"]  # no study.db: nothing touched
+
+
+def test_a_sigterm_between_two_trials_ends_the_study_with_143_and_starts_no_other(monkeypatch, capsys):
+    """Outside a trial's run (asking optuna, setting a trial up, telling it) the study handles SIGINT and
+    SIGTERM itself: the signal is not the default action's death (-15) and no further trial starts."""
+    import os
+    import signal
+
+    from a3c.tools import tune
+
+    started = []
+
+    def trial_then_signal(*_args):
+        started.append(1)
+        os.kill(os.getpid(), signal.SIGTERM)  # as if it came while the trial was told its value
+        return tune.Outcome("COMPLETE", 1.0, 0)
+
+    monkeypatch.setattr(tune, "run_trial", trial_then_signal)
+    monkeypatch.setattr(tune, "finished", lambda study: len(started))
+    before = signal.getsignal(signal.SIGTERM)
+    assert tune.run_study(None, {}, None, None, trials=5) == 143
+    assert started == [1] and signal.getsignal(signal.SIGTERM) is before  # the handler given back
+    assert "interrupted: re-run the same command" in capsys.readouterr().err
