@@ -299,9 +299,9 @@ def test_a_ray_start_cluster_with_token_auth_off_is_refused_before_training(tmp_
         shutil.rmtree(temp_root, ignore_errors=True)
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.strip().splitlines() == [
-        f"error: --ray-address {address}: the Ray cluster there has token authentication off (its GCS "
-        "answered a call without a token), so anyone who reaches its ports can run code on its nodes; "
-        "expected a cluster started with RAY_AUTH_MODE=token on every node (docs/ray.md)"
+        f"error: --ray-address {address}: the Ray cluster there has token authentication off: its GCS "
+        f"({address}) answered a call without a token, so anyone who reaches its ports can run code on its "
+        "nodes; expected a cluster started with RAY_AUTH_MODE=token on every node (docs/ray.md)"
     ]
     assert not (tmp_path / "run").exists()  # nothing trained, nothing written
     left = left_behind(token, timeout=RAY_SHUTDOWN_S)

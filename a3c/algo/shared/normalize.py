@@ -254,9 +254,14 @@ class RewardScaler:
         return nor the statistics, which would otherwise stay NaN for the rest of the run."""
         rewards = np.atleast_1d(np.asarray(rewards, dtype=np.float64))
         finite = np.isfinite(rewards)
-        self.ret = np.where(finite, self.ret * self.gamma + rewards, self.ret)
-        self.stats.observe(self.ret[finite])  # a copy is kept until the flush
-        scaled = np.where(finite, np.clip(rewards * self.scale, -self.clip, self.clip), rewards)  # inf stays
+        scaled = np.clip(rewards * self.scale, -self.clip, self.clip)
+        if finite.all():  # every step but a broken env's: no masking on the hot path
+            self.ret = self.ret * self.gamma + rewards
+            self.stats.observe(self.ret)  # a copy is kept until the flush
+        else:
+            self.ret = np.where(finite, self.ret * self.gamma + rewards, self.ret)
+            self.stats.observe(self.ret[finite])
+            scaled = np.where(finite, scaled, rewards)  # an infinite reward stays so (clip made it finite)
         self.ret[np.asarray(dones, dtype=bool)] = 0.0  # after the update: the final step's return counts
         return scaled.astype(np.float32)
 

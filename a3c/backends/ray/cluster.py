@@ -34,7 +34,7 @@ except ImportError:
     is_token_auth_enabled = None
 
 from a3c.backends.base import BackendFailed
-from a3c.backends.ray.listening import exposed_listeners
+from a3c.backends.ray.listening import exposed_listeners, host_port
 from a3c.backends.ray.token_auth import GCS_METHOD, RAYLET_METHOD, CannotTell, demands_token
 from a3c.core.config import Config
 from a3c.runtime.context import ONE_THREAD
@@ -122,20 +122,29 @@ def check_address(address: str) -> None:
     check_reachable(address)
     if address == "auto" or "://" in address:
         return
-    try:
-        demands = demands_token(address, GCS_METHOD)
-    except CannotTell as exc:
+    problem = token_problem("its GCS", address, GCS_METHOD)
+    if problem:
         raise ConnectionError(
-            f"--ray-address {address}: cannot tell whether the Ray cluster there has token authentication on "
-            f"(its GCS answered a call without a token with {exc}); expected a cluster started with "
-            "RAY_AUTH_MODE=token (docs/ray.md)"
-        ) from None
-    if not demands:
-        raise ConnectionError(
-            f"--ray-address {address}: the Ray cluster there has token authentication off (its GCS answered "
-            "a call without a token), so anyone who reaches its ports can run code on its nodes; expected a "
-            "cluster started with RAY_AUTH_MODE=token on every node (docs/ray.md)"
+            f"--ray-address {address}: the Ray cluster there {problem}; expected a cluster started with "
+            "RAY_AUTH_MODE=token on every node (docs/ray.md)"
         )
+
+
+def token_problem(server: str, address: str, method: str) -> str | None:
+    """Why the cluster fails the joined-cluster rule at ``server`` (named for the message), asked at
+    ``address`` by a call of ``method`` without a token; None when it refuses that call (token_auth.py)."""
+    try:
+        if demands_token(address, method):
+            return None
+    except CannotTell as exc:
+        return (
+            f"cannot be judged: {server} ({address}) answered a call without a token with {exc}, which does "
+            "not say whether token authentication is on"
+        )
+    return (
+        f"has token authentication off: {server} ({address}) answered a call without a token, so anyone who "
+        "reaches its ports can run code on its nodes"
+    )
 
 
 def check_start_env() -> None:
@@ -242,28 +251,19 @@ def check_joined() -> None:
         for node in ray.nodes():  # several nodes may share an address: each raylet is asked
             if node["Alive"]:
                 host, port = node["NodeManagerAddress"], node["NodeManagerPort"]
-                address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-                servers.append((f"the raylet of node {host} {node['NodeID'][:8]}", address, RAYLET_METHOD))
+                server = f"the raylet of node {host} {node['NodeID'][:8]}"
+                servers.append((server, host_port(host, port), RAYLET_METHOD))
     except Exception as exc:  # noqa: BLE001 - any failure to list the servers is "cannot tell"
         raise BackendFailed(
-            "ray", f"cannot tell whether the Ray cluster this run joined has token authentication on ({exc})"
+            "ray", f"the Ray cluster this run joined cannot be judged: its servers cannot be listed ({exc})"
         ) from None
     for server, address, method in servers:
-        try:
-            demands = demands_token(address, method)
-        except CannotTell as exc:
+        problem = token_problem(server, address, method)
+        if problem:
             raise BackendFailed(
                 "ray",
-                "cannot tell whether the Ray cluster this run joined has token authentication on: "
-                f"{server} ({address}) answered a call without a token with {exc}; expected every node "
-                "started with RAY_AUTH_MODE=token (docs/ray.md)",
-            ) from None
-        if not demands:
-            raise BackendFailed(
-                "ray",
-                f"the Ray cluster this run joined has token authentication off: {server} ({address}) "
-                "answered a call without a token, so anyone who reaches its ports can run code on it; "
-                "start every node with RAY_AUTH_MODE=token (docs/ray.md)",
+                f"the Ray cluster this run joined {problem}; start every node with RAY_AUTH_MODE=token "
+                "(docs/ray.md)",
             )
 
 

@@ -37,6 +37,11 @@ def listening(processes: list[psutil.Process]) -> list[tuple[str, int]]:
     return found
 
 
+def host_port(host: str, port: int) -> str:
+    """``HOST:PORT``, an IPv6 host in brackets (``[::]:PORT``)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def is_loopback(ip: str) -> bool:
     """Whether ``ip`` is a loopback address (127.0.0.0/8, ::1, ::ffff:127.x.x.x)."""
     address = ipaddress.ip_address(ip.split("%")[0])
@@ -52,6 +57,4 @@ def exposed_listeners(pid: int | None = None) -> list[str] | None:
         sockets = listening(ray_processes(psutil.Process(pid)))
     except (psutil.Error, NotImplementedError, OSError):  # denied, or not supported here: cannot tell
         return None
-    return sorted(
-        f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}" for ip, port in sockets if not is_loopback(ip)
-    )
+    return sorted(host_port(ip, port) for ip, port in sockets if not is_loopback(ip))
