@@ -84,8 +84,6 @@ UNIT_OF_MODULE = {
     "tests/backends/test_ray.py": RAY_UNIT,
     "tests/backends/test_ray_cluster.py": RAY_UNIT,
     "tests/backends/test_ray_nodes.py": RAY_UNIT,
-    "tests/backends/test_ray_server_death.py": RAY_UNIT,
-    "tests/front/test_server_load.py": RAY_UNIT,
 }
 # Modules that start Ray but run beside the unit, and why that is safe.
 RAY_BESIDE_THE_UNIT = {

@@ -45,7 +45,7 @@ RAY_SHUTDOWN_S = 30.0  # Ray's daemons (gcs_server, raylet, ...) exit after the 
 # Every wait in the Ray tests is for an event; this caps each one, for a run that never gets there (a defect):
 # a node's `ray start`, a run's first records (Ray's start-up has taken 40 s on 2 loaded cores), a restart.
 WAIT_CAP_S = 300.0
-HEAD_CPUS = 4  # a run's worker actors take 1 CPU each (its server and evaluator none): room for 2 runs
+HEAD_CPUS = 4  # the head's CPUs as Ray counts them (a run's node group, shards and evaluator reserve none)
 # `ray start` waiting up to REGISTER_WAIT_S for its raylet to register with the GCS: Ray gives up after a
 # fixed 30 s ("The current node timed out during startup"), which a node joining on 2 loaded cores has
 # overrun. With ``loopback`` (the module heads), also keeping a loopback node IP and head address as given
@@ -199,10 +199,6 @@ class Node:
                 continue
         parents = process_parents()
         return alive(found.union(*(descendants(pid, parents) for pid in found)))
-
-    def runs(self, actor: str) -> bool:
-        """Whether an actor of class ``actor`` lives on this node (a process of it titled ``ray::actor``)."""
-        return any(process_title(pid).split(".")[0] == f"ray::{actor}" for pid in self.pids())
 
     def kill(self) -> None:
         """SIGKILL every process of this node (as a machine that dies would end them), until none is left.

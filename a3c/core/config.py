@@ -284,41 +284,21 @@ class Config:
             "option": "--ray-address",
         },
     )
-    sync_every: int = field(
-        default=1,
-        metadata={"help": "ray backend: gradients a worker averages before each exchange with the server"},
-    )
-    ray_overlap: bool = field(
-        default=True,
-        metadata={
-            "help": "ray backend: a worker starts its next update while its push is in flight (its "
-            "gradients one exchange staler, counted in the policy lag)"
-        },
-    )
-    ray_mode: str = field(
-        default="node",
-        metadata={
-            "help": "ray backend: node (a Hogwild group of workers per Ray node over the node's shared "
-            "memory, exchanging its parameter change with the sharded global model every sync_interval) or "
-            "gradient (every worker an actor, one call per gradient to one parameter server)",
-            "choices": ("node", "gradient"),
-        },
-    )
     sync_interval: float = field(
         default=1.0,
-        metadata={"help": "ray node mode: seconds between a node's exchanges with the global model"},
+        metadata={"help": "ray backend: seconds between a node's exchanges with the global model"},
     )
     sync_combine: str = field(
         default="mean",
         metadata={
-            "help": "ray node mode: how nodes' parameter changes combine in the global model: sum (as more "
+            "help": "ray backend: how nodes' parameter changes combine in the global model: sum (as more "
             "A3C workers would) or mean (each change divided by the node count)",
             "choices": ("sum", "mean"),
         },
     )
     ray_shards: int = field(
         default=1,
-        metadata={"help": "ray node mode: server shards, each holding a contiguous slice of the weights"},
+        metadata={"help": "ray backend: parameter shards, each holding a contiguous slice of the weights"},
     )
 
     def __post_init__(self) -> None:
@@ -415,8 +395,6 @@ class Config:
             ),
             self._choice("squash"),
             self._choice("backend"),
-            ("sync_every", self.sync_every >= 1, "an integer >= 1"),
-            self._choice("ray_mode"),
             (
                 "sync_interval",
                 finite(self.sync_interval) and 0.05 <= self.sync_interval <= 3600,
@@ -456,8 +434,10 @@ class Config:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Config:
-        """Rebuild a config saved with ``to_dict`` (e.g. from a checkpoint); unknown keys are an error."""
-        return cls(**{k: coerce(k, v) for k, v in known_keys(values, "config").items()})
+        """Rebuild a config saved with ``to_dict`` (e.g. from a checkpoint); the ``RETIRED_FIELDS`` an older
+        a3c saved are dropped, other unknown keys are an error."""
+        kept = {k: v for k, v in values.items() if k not in RETIRED_FIELDS}
+        return cls(**{k: coerce(k, v) for k, v in known_keys(kept, "config").items()})
 
 
 # What a3c passes to an env itself: an env keyword argument may not set them.
@@ -482,6 +462,11 @@ def check_env_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 FIELDS = {f.name: f for f in fields(Config)}
 FIELD_NAMES = tuple(FIELDS)
+# The fields of the Ray backend's gradient mode, removed with it (docs/ray.md). The config.json and the
+# checkpoints of runs saved before hold them, so ``from_dict`` drops them (a resume of such a run goes on in
+# the node mode); given as a setting they are unknown keys, and the error says why.
+RETIRED_FIELDS = ("ray_mode", "sync_every", "ray_overlap")
+RETIRED_WHY = "a field of the Ray backend's gradient mode, which was removed: node mode is the Ray backend"
 _TYPES = typing.get_type_hints(Config)
 
 
@@ -494,11 +479,16 @@ def field_type(name: str, cls: type | None = None) -> Any:
     return hint
 
 
+def unknown_key(key: str) -> str:
+    """``unknown key 'KEY'``, and why when it is one of the ``RETIRED_FIELDS``."""
+    return f"unknown key {key!r}" + (f" ({RETIRED_WHY})" if key in RETIRED_FIELDS else "")
+
+
 def known_keys(values: dict[str, Any], source: str) -> dict[str, Any]:
     """``values`` unchanged if every key is a Config field; else BadInput naming ``source`` and the key."""
     unknown = sorted(set(values) - set(FIELD_NAMES))
     if unknown:
-        raise BadInput(f"{source}: unknown key {unknown[0]!r}; allowed: {', '.join(FIELD_NAMES)}")
+        raise BadInput(f"{source}: {unknown_key(unknown[0])}; allowed: {', '.join(FIELD_NAMES)}")
     return values
 
 
@@ -578,7 +568,8 @@ def parse_values(values: dict[str, Any]) -> dict[str, Any]:
     unknown = [k for k in values if k not in FIELD_NAMES or k == "env_id"]
     if unknown:
         allowed = ", ".join(n for n in FIELD_NAMES if n != "env_id")
-        raise BadInput(f"{unknown[0]}: unknown config key; allowed: {allowed}")
+        why = f" ({RETIRED_WHY})" if unknown[0] in RETIRED_FIELDS else ""
+        raise BadInput(f"{unknown[0]}: unknown config key{why}; allowed: {allowed}")
     return {k: coerce(k, v) for k, v in values.items()}
 
 
@@ -592,6 +583,6 @@ def parse_set(items: tuple[str, ...]) -> dict[str, Any]:
             raise BadInput(f"--set: {item!r} is not allowed; expected key=value")
         if key not in FIELD_NAMES or key == "env_id":
             allowed = ", ".join(n for n in FIELD_NAMES if n != "env_id")
-            raise BadInput(f"--set: unknown key {key!r}; allowed: {allowed}")
+            raise BadInput(f"--set: {unknown_key(key)}; allowed: {allowed}")
         overrides[key] = coerce(key, raw.strip())
     return overrides

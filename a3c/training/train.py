@@ -181,7 +181,7 @@ class Trainer:
 
     def _check_finite(self) -> None:
         """NaN/inf in the shared weights ends the run; the last (good) checkpoint is then not overwritten.
-        On Ray the weights live in the server: it counts, and the driver gets a verdict, not the state."""
+        On Ray the backend counts the global weights (read from the shards): no sync of the whole state."""
         if not self.params_finite:
             return
         counts = non_finite_counts(self.model) if self.backend is None else self.backend.non_finite_counts()
@@ -269,14 +269,10 @@ def start_backend(
 
         seeds = (child_seed(cfg.seed, 0, 0, resume_index), eval_seed)
         return SerialBackend(shared, seeds, best_mean(), interrupted)
-    if cfg.backend == "ray" and cfg.ray_mode == "node":
+    if cfg.backend == "ray":
         from a3c.backends.ray.node_driver import NodeRun  # Ray is an extra: imported only when asked for
 
         return NodeRun(shared, (cfg.seed, eval_seed), resume_index, best_mean())
-    if cfg.backend == "ray":
-        from a3c.backends.ray.driver import RayRun
-
-        return RayRun(shared, (cfg.seed, eval_seed), resume_index, best_mean())
     from a3c.backends.local import LocalBackend
 
     return LocalBackend(shared, resume_index, best_mean)

@@ -1,12 +1,12 @@
 """The Ray backend on a real Ray cluster: the session's loopback head (``ray_head``, in
 tests/backends/conftest.py), which every run joins with ``--ray-address`` (the one run that starts its own
-cluster is test_ray_cluster.py's). Two worker actors train and evaluate; a killed worker actor is
-restarted and trains on; a hung evaluator actor is killed and restarted; a hung parameter server fails the
-run (exit 1, naming it); a checkpoint resumes on the local backend and the other way round.
+cluster is test_ray_cluster.py's). Two workers (one node group) train and evaluate; a hung evaluator actor is
+killed and restarted; a checkpoint resumes on the local backend and the other way round. (A killed group and
+a hung shard: test_ray_nodes.py.)
 
 Each test waits for the events it is about (metrics rows of a worker, a restart, an evaluation), then ends
 the run with SIGINT: ``--max-seconds`` is only a cap, for a run that never gets there. Hangs are injected with
-``A3C_TEST_HANG`` (ray/actors.py) into the named actor alone, which the driver holds to the injected hang's
+``A3C_TEST_HANG`` (ray/remote.py) into the named actor alone, which the driver holds to the injected hang's
 own short timeout; every healthy actor has ``--hang-timeout`` = the cap, so none is taken for hung however
 loaded the machine. The learning itself (solving CartPole in time) is tests/learning/test_ray_learning.py's.
 Each test checks that no process of its runs, their actors included, is left."""
@@ -14,7 +14,6 @@ Each test checks that no process of its runs, their actors included, is left."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -27,7 +26,6 @@ from tests.helpers import ROOT, a3c_env, call_a3c, csv_rows, data_rows, read_jso
 from tests.ray_head import (
     WAIT_CAP_S,
     RayHead,
-    actor_processes,
     assert_no_ray_left,
     end,
     join_head,
@@ -37,12 +35,8 @@ from tests.ray_head import (
 __import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 pytestmark = pytest.mark.slow
 
-from a3c.backends.ray.actors import INJECTED_HANG_TIMEOUT_S  # noqa: E402 - after the extra's guard
-
 CAP_S = 600  # --max-seconds and --hang-timeout of a run the test ends itself: caps, never reached
 EXIT_CAP_S = 120  # a run's exit after SIGINT or its failure (its actors are killed, its last sync saved)
-# Worker actors and one parameter server (node mode's groups and shards: test_ray_nodes.py).
-GRADIENT_MODE = ("--set", "ray_mode=gradient")
 
 
 def start_run(tmp_path: Path, token: str, address: str, *args: str) -> subprocess.Popen:
@@ -72,12 +66,7 @@ def metrics_workers(run_dir: Path) -> list[str]:
     return [line.split(",")[2] for line in lines]
 
 
-def crashed(err_path: Path) -> list[str]:
-    """The ids of the workers the driver reported crashed, from its stderr."""
-    return re.findall(r"warning: worker (\d+) crashed", err_path.read_text())
-
-
-def test_two_worker_actors_train_and_evaluate_until_interrupted(tmp_path, token, ray_address):
+def test_two_workers_train_and_evaluate_until_interrupted(tmp_path, token, ray_address):
     run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
     run = start_run(tmp_path, token, ray_address)
     try:
@@ -109,39 +98,6 @@ def test_two_worker_actors_train_and_evaluate_until_interrupted(tmp_path, token,
     )
     assert report["min_return"] <= report["mean_return"] <= report["max_return"] <= 500, report
     assert report["mean_return"] == report["mean_length"] >= 1, report
-    assert_no_ray_left(token)
-
-
-def test_a_killed_worker_actor_is_restarted_and_trains_on(tmp_path, token, ray_address):
-    run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
-    run = start_run(tmp_path, token, ray_address, *GRADIENT_MODE)
-    try:
-        both = lambda: set(metrics_workers(run_dir)) == {"0", "1"}  # noqa: E731
-        wait_for(both, WAIT_CAP_S, "both workers train", run, err)
-        workers = actor_processes(token, "RayWorker")
-        assert len(workers) == 2, workers
-        killed, survivor = min(workers), max(workers)
-        os.kill(killed, signal.SIGKILL)
-        wait_for(lambda: crashed(err), WAIT_CAP_S, "the driver sees the crash", run, err)
-        assert len(crashed(err)) == 1, err.read_text()[-3000:]  # one crash, one report
-        (lost,) = crashed(err)
-        # A worker process besides the survivor (the new one may even have the killed one's PID).
-        restarted = lambda: actor_processes(token, "RayWorker") - {survivor}  # noqa: E731
-        wait_for(restarted, WAIT_CAP_S, "a new worker process", run, err)
-        # Rows of the lost worker's id written from now on. A push still in flight at the kill may land after
-        # it (a worker has at most two in flight, each with at most one metrics row): three rows hold one of
-        # the restarted worker's at least.
-        since = len(metrics_workers(run_dir))
-        trains = lambda: metrics_workers(run_dir)[since:].count(lost) >= 3  # noqa: E731
-        wait_for(trains, WAIT_CAP_S, "the restarted worker trains", run, err)
-        interrupt(run, err)
-    finally:
-        end(run)
-    summary = read_json(run_dir / "summary.json")
-    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, (summary, err.read_text()[-3000:])
-    assert crashed(err) == [lost] and "hung" not in err.read_text(), err.read_text()[-3000:]
-    after = [r for r in csv_rows(run_dir / "metrics.csv")[since:] if r["worker"] == lost]
-    assert len(after) >= 3 and sum(int(r["updates"]) for r in after) > 0, after
     assert_no_ray_left(token)
 
 
@@ -179,32 +135,6 @@ def test_a_hung_evaluator_actor_is_killed_restarted_and_the_run_goes_on(
     assert_no_ray_left(token)
 
 
-def test_a_hung_parameter_server_fails_the_run_naming_it(tmp_path, token, ray_head, monkeypatch):
-    from a3c.rundir.resume import load_resume_checkpoint
-
-    run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
-    # It hangs in the driver's next call once a checkpoint holds updates (every second here): the run fails.
-    run = start_run(tmp_path, token, inject_hang(ray_head, monkeypatch, token, "server"),
-                    "--set", "checkpoint_interval=1", *GRADIENT_MODE)  # fmt: skip
-    try:
-        code = run.wait(timeout=WAIT_CAP_S + EXIT_CAP_S)
-    finally:
-        end(run)
-    stderr = err.read_text()
-    assert code == 1, stderr[-3000:]
-    assert "error: parameter server failed" in stderr
-    hung = f"the parameter server did not answer drain() within {INJECTED_HANG_TIMEOUT_S:g} s (hung)"
-    assert hung in stderr, stderr[-3000:]
-    assert f"continue with `a3c train --resume {run_dir}`" in stderr
-    summary = read_json(run_dir / "summary.json")
-    assert summary["exit_reason"] == "failed: parameter server"
-    # last.pt holds the last sync (the checkpoint before the hang): weights and counters of one instant.
-    saved = load_resume_checkpoint(run_dir)
-    assert 0 < saved["global_step"] == summary["total_steps"] == int(saved["worker_steps"].sum())
-    assert 0 < saved["updates"] == int(saved["worker_updates"].sum())
-    assert_no_ray_left(token)
-
-
 def train(token: str, run_dir: Path, *args: str) -> dict:
     result = run_a3c("train", *args, "--quiet", timeout=CAP_S, token=token)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -219,7 +149,7 @@ def test_a_checkpoint_resumes_on_the_other_backend_both_ways(tmp_path, token, ra
     run_dir = tmp_path / "run"
     # Step budgets end every segment; the target, --max-seconds and --hang-timeout are out of reach.
     common = ("--target-return", "1e9", "--max-seconds", str(CAP_S), "--hang-timeout", str(CAP_S))
-    common += ("--ray-address", ray_address, "--workers", "2")  # the head's 4 CPUs: room for 2 worker actors
+    common += ("--ray-address", ray_address, "--workers", "2")  # one node group of 2 on the head
     # Pendulum's preset: shared observation statistics and reward scaling, which must cross backends too.
     train(token, run_dir, "--env", "Pendulum-v1", "--backend", "local", "--max-steps", "20000",
           "--run-dir", str(run_dir), *common)  # fmt: skip

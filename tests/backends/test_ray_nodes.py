@@ -1,4 +1,4 @@
-"""The Ray node mode (the default ``ray_mode``) on the session's loopback head: a killed group is replaced
+"""The Ray backend's node mode on the session's loopback head: a killed group is replaced
 by the driver and trains on, its counts kept; a hung shard fails the run naming it, with last.pt from the
 last sync. (Two nodes, each exchange reaching every shard once, and losing a node, are
 tests/backends/test_ray_cluster.py's; the arithmetic is test_ray_exchange.py's.)"""
@@ -20,7 +20,7 @@ from tests.ray_head import WAIT_CAP_S, RayHead, actor_processes, assert_no_ray_l
 __import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 pytestmark = pytest.mark.slow
 
-from a3c.backends.ray.actors import INJECTED_HANG_TIMEOUT_S  # noqa: E402 - after the extra's guard
+from a3c.backends.ray.remote import INJECTED_HANG_TIMEOUT_S  # noqa: E402 - after the extra's guard
 
 CAP_S = 600  # --max-seconds and --hang-timeout: caps, never reached (each run is ended by the test or fails)
 EXIT_CAP_S = 120
@@ -61,7 +61,6 @@ def test_a_killed_node_group_is_restarted_and_trains_on_with_its_counts_kept(tmp
         wait_for(both, WAIT_CAP_S, "both workers train", run, err)
         (group,) = actor_processes(token, "NodeGroup")  # one group for the one node, two shards
         assert len(actor_processes(token, "ParamShard")) == 2
-        assert not actor_processes(token, "RayWorker") and not actor_processes(token, "ParameterServer")
         wait_for(lambda: (run_dir / "checkpoints" / "last.pt").exists(), WAIT_CAP_S, "a checkpoint", run, err)
         before = load_resume_checkpoint(run_dir)["global_step"]
         os.kill(group, signal.SIGKILL)

@@ -1,5 +1,6 @@
-"""The Ray backend's statistics protocol without Ray: workers' private twins and the server's ``RunStats``
-exchange slots as push and reply do, and end with the statistics one process would have over all the data."""
+"""The Ray backend's statistics protocol without Ray: node groups' statistics and the driver's ``RunStats``
+exchange slots as a drain and its reply do, and end with the statistics one process would have over all the
+data."""
 
 from __future__ import annotations
 
@@ -9,42 +10,42 @@ from a3c.algo.shared.normalize import RunningMeanStd
 from a3c.backends.ray.stats import RunStats
 
 
-def test_twins_exchanging_slots_agree_with_one_process_over_all_data():
+def test_groups_exchanging_slots_agree_with_one_process_over_all_data():
     rng = np.random.default_rng(0)
     resumed = RunningMeanStd((3,), epsilon=0.0)
     first = rng.normal(5.0, 2.0, (50, 3))
     resumed.update(first)  # what a resumed checkpoint brought: slot 0
-    server = RunStats.empty((3,), 2, obs_norm=True, reward_scale=True)
-    server.obs.load_state_dict(resumed.state_dict())
-    twins = []
+    driver = RunStats.empty((3,), 2, obs_norm=True, reward_scale=True)
+    driver.obs.load_state_dict(resumed.state_dict())
+    groups = []  # one worker each
     for worker in range(2):
-        twin = RunStats.empty((3,), 2, obs_norm=True, reward_scale=True)
-        twin.load(server.arrays())
-        twins.append((twin, *twin.writers(worker)))
+        group = RunStats.empty((3,), 2, obs_norm=True, reward_scale=True)
+        group.load(driver.arrays())
+        groups.append((group, group.obs.writer(worker), group.reward.writer(worker)))
     everything = [first]
     returns = []
     for round_ in range(4):
-        for worker, (twin, obs, ret) in enumerate(twins):
+        for worker, (group, obs, ret) in enumerate(groups):
             batch = rng.normal(round_, 1.0 + worker, (8, 3))
             everything.append(batch)
             obs.observe(batch)
             returns.append(batch[:, 0])
             ret.observe(batch[:, 0])
-            obs.flush()  # a segment's end: the worker's own slot, in its twin
+            obs.flush()  # a segment's end: the worker's own slot, in its group's statistics
             ret.flush()
-            server.load_own(worker, twin.own(worker))  # the push
-            twin.load(server.arrays(), keep=worker)  # the reply: every other slot
-    twins[0][0].load(server.arrays(), keep=0)  # worker 0's next reply: worker 1's last push
+            driver.load_own(worker, group.own(worker))  # the drain
+            group.load(driver.arrays(), keep=worker)  # the next drain: every other slot
+    groups[0][0].load(driver.arrays(), keep=0)  # group 0's next drain: group 1's last slots
     exact = RunningMeanStd((3,), epsilon=0.0)
     exact.update(np.concatenate(everything))
-    for stats in (server, twins[0][0], twins[1][0]):
+    for stats in (driver, groups[0][0], groups[1][0]):
         merged = stats.obs.state_dict()
         np.testing.assert_allclose(merged["mean"], exact.mean, rtol=1e-3)  # the merge's small prior aside
         np.testing.assert_allclose(merged["var"], exact.var, rtol=1e-3)
-    assert float(server.reward.state_dict()["count"]) >= len(np.concatenate(returns))
+    assert float(driver.reward.state_dict()["count"]) >= len(np.concatenate(returns))
 
 
-def test_a_worker_keeps_its_own_newest_slot_and_takes_the_others():
+def test_a_group_keeps_its_own_newest_slot_and_takes_the_others():
     a = RunStats.empty((2,), 3, obs_norm=True, reward_scale=False)
     b = RunStats.empty((2,), 3, obs_norm=True, reward_scale=False)
     for i in range(3):

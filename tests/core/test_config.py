@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
 import a3c.core.config as config_module
 import a3c.training.resolve
-from a3c.core.config import Config, parse_set
+from a3c.core.config import RETIRED_FIELDS, Config, parse_set, parse_values
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
 from a3c.training.resolve import confirm_episodes, resolve_config
 from envs import EnvInfo, inspect_env, load_preset
+from tests.helpers import call_a3c
 
 # -- parse_set -----------------------------------------------------------------------------------------------
 
@@ -153,6 +155,32 @@ def test_to_dict_round_trip():
     assert Config.from_dict(data) == config
     with pytest.raises(BadInput, match="unknown key 'nope'"):
         Config.from_dict({**config.to_dict(), "nope": 1})
+
+
+def test_a_config_saved_with_the_removed_gradient_modes_fields_loads_without_them():
+    # config.json and checkpoints of runs from before the Ray gradient mode was removed hold its fields (the
+    # evaluate, export and resume of such a run read them through from_dict); a resume goes on in node mode.
+    config = Config(env_id="CartPole-v1", backend="ray", max_steps=1000)
+    saved = {**config.to_dict(), "ray_mode": "gradient", "sync_every": 4, "ray_overlap": True}
+    assert set(RETIRED_FIELDS) == {"ray_mode", "sync_every", "ray_overlap"} and not set(RETIRED_FIELDS) & set(
+        config.to_dict()
+    )
+    assert Config.from_dict(saved) == config
+
+
+@pytest.mark.parametrize("item", ["ray_mode=gradient", "sync_every=4", "ray_overlap=false"])
+def test_a_removed_gradient_mode_field_is_an_unknown_key_that_says_why(tmp_path, item):
+    key = item.partition("=")[0]
+    why = f"unknown key '{key}' (a field of the Ray backend's gradient mode, which was removed: node mode is "
+    why += "the Ray backend); allowed: env_kwargs, seed,"
+    result = call_a3c("train", "--env", "CartPole-v1", "--backend", "ray", "--set", item,
+                      "--run-dir", str(tmp_path / "run"))  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: --set: {why}"), line
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(BadInput, match=re.escape(f"{key}: unknown config key (a field of the Ray")):
+        parse_values({key: item.partition("=")[2]})  # a3c.train(ray_mode=...)
 
 
 # -- resolve_config ------------------------------------------------------------------------------------------
@@ -342,7 +370,6 @@ def test_fields_with_choices_allow_exactly_them():
         "gaussian_std",
         "squash",
         "backend",
-        "ray_mode",
         "sync_combine",
     }
     for f in choice_fields:

@@ -1,4 +1,4 @@
-"""The learning curve of the Ray backend (two worker actors against the parameter-server actor), a race
+"""The learning curve of the Ray backend (two workers in one node group, exchanging with a shard), a race
 against the clock over seeds: `make test-learning` prints the pass rate. Not in CI: the outcome depends on the
 machine's load and the actors' interleaving. The runs join one loopback Ray head of this module's own
 (tests/ray_head.py), so the budget is spent training, not starting Ray. What `make test` checks instead is
@@ -29,9 +29,9 @@ def ray_head() -> Iterator[RayHead]:
 def test_ray_backend_solves_cartpole_with_two_worker_actors_within_240_s(
     tmp_path, token, ray_head, monkeypatch, seed
 ):
-    """The preset with 2 worker actors solves CartPole (confirmed over the preset's extra episodes) and its
+    """The preset with 2 workers solves CartPole (confirmed over the preset's extra episodes) and its
     best.pt scores the target over 100 fresh episodes. Not asserted: that both workers wrote metrics (a run
-    has solved before its second worker's first row). In `make test`: two worker actors train, evaluate and
+    has solved before its second worker's first row). In `make test`: two workers train, evaluate and
     checkpoint (tests/backends/test_ray.py), and the same Learner's seeded serial solve
     (tests/e2e/test_deterministic.py)."""
     run_dir, address = tmp_path / "run", join_head(ray_head, monkeypatch, token)

@@ -94,7 +94,7 @@ class Learner:
             steps and the seconds.
         normalizer: the observation normaliser (``config.obs_norm``), feeding and reading the shared stats.
         reward_stats: this worker's writer of the run's return statistics (``config.reward_scale``): in
-            shared memory, or a Ray worker's private copy that the parameter server merges; None: off.
+            shared memory (on Ray, its node group's, merged across nodes by the driver); None: off.
     """
 
     def __init__(

@@ -161,8 +161,8 @@ class SharedObsStats:
         return self.merged().state_dict()
 
     def slot_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Copies of every slot: (means [slots, *shape], vars [slots, *shape], counts [slots]). What a Ray
-        parameter server hands its workers and the driver (a process boundary shared memory cannot cross)."""
+        """Copies of every slot: (means [slots, *shape], vars [slots, *shape], counts [slots]). What the Ray
+        driver and its node groups hand each other (a process boundary shared memory cannot cross)."""
         return self.means.numpy().copy(), self.vars.numpy().copy(), self.counts.numpy().copy()
 
     def load_slot_arrays(

@@ -1,6 +1,6 @@
-"""The Ray driver's evaluator thread, shared by both Ray modes: the ``RemoteEvaluator`` (eval.csv and
-best.pt on the driver's disk, episodes played by the ``EvalActor``) every ``eval_interval`` seconds, its
-records queued for the trainer's loop."""
+"""The Ray driver's evaluator thread: the ``RemoteEvaluator`` (eval.csv and best.pt on the driver's disk,
+episodes played by the ``EvalActor``) every ``eval_interval`` seconds, its records queued for the trainer's
+loop."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from typing import Any
 
 import ray
 
-from a3c.backends.ray.actors import ActorFailed
 from a3c.backends.ray.eval_actor import EvalActor
 from a3c.backends.ray.evaluation import RemoteEvaluator
+from a3c.backends.ray.remote import ActorFailed
 from a3c.backends.ray.stats import RunStats
 from a3c.core.records import ErrorRecord, EvalRecord
 from a3c.runtime.evaluator import next_wait
@@ -25,11 +25,11 @@ EVAL_JOIN_S = 10.0  # the evaluator thread gets this long to end once asked (its
 
 
 class EvalLoop:
-    """Starts the evaluation actor and the thread that evaluates with it; ``ask_server("snapshot")``
-    returns (weights [params], global step, updates, statistics slots) of the global model."""
+    """Starts the evaluation actor and the thread that evaluates with it; ``snapshot()`` returns (weights
+    [params], global step, updates, statistics slots) of the global model."""
 
     def __init__(
-        self, shared: SharedState, eval_seed: int, best_mean: float, ask_server: Callable[..., Any],
+        self, shared: SharedState, eval_seed: int, best_mean: float, snapshot: Callable[[], Any],
         placement: Any = None,
     ):  # fmt: skip
         config = self.config = shared.config
@@ -46,7 +46,7 @@ class EvalLoop:
                 dataclasses.replace(shared, obs_stats=twin),
                 eval_seed,
                 best_mean,
-                ask_server=ask_server,
+                snapshot=snapshot,
                 actor=self.actor,
             )
         except BaseException:  # e.g. eval.csv that cannot be opened: the actor must not outlive the run

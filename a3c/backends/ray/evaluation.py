@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -12,12 +13,7 @@ import ray
 import torch
 from ray.exceptions import ActorUnavailableError, RayActorError
 
-from a3c.backends.ray.actors import (
-    STARTUP_TIMEOUT_S,
-    ActorFailed,
-    wait_limit,
-    writable_tensor,
-)
+from a3c.backends.ray.remote import STARTUP_TIMEOUT_S, ActorFailed, wait_limit, writable_tensor
 from a3c.runtime.evaluator import Evaluator
 
 BEAT_S = 1.0  # how often the driver asks the evaluator actor whether its episodes still advance
@@ -31,12 +27,12 @@ class _Hung(Exception):
 
 
 class RemoteEvaluator(Evaluator):
-    """The driver's evaluator: eval.csv and best.pt here; the weights from the server; the episodes played
-    by the ``EvalActor``."""
+    """The driver's evaluator: eval.csv and best.pt here; the global weights from ``snapshot()`` (weights,
+    global step, updates, statistics slots); the episodes played by the ``EvalActor``."""
 
-    def __init__(self, *args: Any, ask_server: Any, actor: Any, **kwargs: Any):
+    def __init__(self, *args: Any, snapshot: Callable[[], Any], actor: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self.ask_server, self.actor = ask_server, actor
+        self.snapshot, self.actor = snapshot, actor
         self.remote_cpu_s = 0.0
         self.actor_restarts = 0
         self.actor_answered = False  # since its last (re)start: until then the start-up timeout applies
@@ -44,10 +40,10 @@ class RemoteEvaluator(Evaluator):
         self.play_id = 0
 
     def _pull(self) -> tuple[int, int]:
-        weights, global_step, updates, stats = self.ask_server("snapshot")
+        weights, global_step, updates, stats = self.snapshot()
         with torch.no_grad():
             self.flat.copy_(writable_tensor(weights))
-        if self.obs_stats is not None:  # a private twin here (``RayRun``), loaded from the server's slots
+        if self.obs_stats is not None:  # a private twin here (``EvalLoop``), loaded from the run's slots
             self.obs_stats.load_slot_arrays(stats["obs"])
             self.obs_snapshot.copy_from(self.obs_stats.merged())
         return global_step, updates

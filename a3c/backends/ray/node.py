@@ -21,7 +21,7 @@ import torch
 
 from a3c.algo.shared.flat import flat_view
 from a3c.backends.local import worker_specs
-from a3c.backends.ray.actors import STARTUP_TIMEOUT_S
+from a3c.backends.ray.remote import STARTUP_TIMEOUT_S
 from a3c.backends.ray.shard import gather
 from a3c.backends.ray.stats import Arrays, RunStats
 from a3c.backends.ray.syncer import Syncer

@@ -1,6 +1,6 @@
-"""The driver's side of the Ray node mode (``ray_mode = "node"``, the default): one ``NodeGroup`` per Ray
-node (workers split evenly), the global weights in ``ray_shards`` ``ParamShard`` actors, the evaluator
-thread of both modes (``EvalLoop``). Used by ``Trainer`` as its Backend.
+"""The driver's side of the Ray backend (node mode): one ``NodeGroup`` per Ray node (workers split evenly),
+the global weights in ``ray_shards`` ``ParamShard`` actors, the evaluator thread (``EvalLoop``). Used by
+``Trainer`` as its Backend.
 
 Every DRAIN_S the driver drains each group (``NodeGroups``: records, counts, statistics, restarts).
 A shard holds the only copy of its slice of the weights and is not restarted: a shard that fails an
@@ -23,11 +23,11 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from a3c.algo.learner.learner import build_model
 from a3c.algo.shared.flat import flat_view, flatten_parameters
 from a3c.algo.shared.optim import non_finite_counts
-from a3c.backends.ray.actors import ActorFailed, wait_limit, writable_tensor
 from a3c.backends.ray.cluster import Rechecks, connect
 from a3c.backends.ray.eval_loop import EvalLoop
 from a3c.backends.ray.exchange import combine_scale, shard_bounds
 from a3c.backends.ray.node_groups import NodeGroups, cpu_nodes, first_moments, head_node
+from a3c.backends.ray.remote import ActorFailed, wait_limit, writable_tensor
 from a3c.backends.ray.shard import ParamShard, ShardFailed, gather
 from a3c.backends.ray.stats import RunStats
 from a3c.backends.ray.sync_log import SyncLog
@@ -41,7 +41,7 @@ STOP_DRAIN_S = 10.0  # the last drains after the groups stopped, each
 
 
 class NodeRun:
-    """The ``ray`` Backend in node mode (see the module docstring)."""
+    """The ``ray`` Backend (see the module docstring)."""
 
     def __init__(self, shared: SharedState, seeds: tuple[int, int], resume_index: int, best_mean: float):
         cfg = self.config = shared.config
@@ -79,7 +79,7 @@ class NodeRun:
             self.sync_log = SyncLog(self.run_dir / "sync.csv", self.groups.groups, shared.start_time)
             self.scratch = build_model(cfg, shared.spaces)  # the finite check's copy of the global weights
             self.scratch_flat = flatten_parameters(self.scratch)
-            self.eval_loop = EvalLoop(shared, seeds[1], best_mean, self._ask_server, placement=here)
+            self.eval_loop = EvalLoop(shared, seeds[1], best_mean, self._snapshot, placement=here)
         except BaseException:  # a failed start must not leave actors (or the cluster it started) behind
             self._kill_all()
             if self.ray_cluster.connected_by_run:
@@ -105,9 +105,8 @@ class NodeRun:
                 self.shard_failure = ErrorRecord(f"parameter shard {exc.shard}", why)
         raise ActorFailed(self.shard_failure.source, self.shard_failure.traceback)
 
-    def _ask_server(self, method: str) -> Any:
-        """The evaluator's ``snapshot``: (global weights, global step, updates, statistics slots)."""
-        assert method == "snapshot"
+    def _snapshot(self) -> tuple[np.ndarray, int, int, dict[str, Any]]:
+        """The evaluator's view of the global model: (weights, global step, updates, statistics slots)."""
         weights = self._weights()
         with self.lock:
             total = self.counters.base.numpy() + self.groups.counts().sum(axis=1)

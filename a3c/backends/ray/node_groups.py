@@ -25,8 +25,8 @@ import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from a3c.backends.ray.actors import STARTUP_TIMEOUT_S, wait_limit
 from a3c.backends.ray.node import NodeGroup
+from a3c.backends.ray.remote import STARTUP_TIMEOUT_S, wait_limit
 from a3c.backends.ray.stats import RunStats
 from a3c.core.records import ErrorRecord
 from a3c.runtime.state import SharedState

@@ -16,7 +16,7 @@ import ray
 import torch
 from ray.exceptions import RayActorError, RayError
 
-from a3c.backends.ray.actors import injected_hang
+from a3c.backends.ray.remote import injected_hang
 
 
 class ShardFailed(Exception):

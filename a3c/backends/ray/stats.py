@@ -1,11 +1,11 @@
-"""The run's observation and return statistics on the Ray backend, where no shared memory spans the actors.
+"""The run's observation and return statistics on the Ray backend, where no shared memory spans the nodes.
 
-The parameter server keeps the authoritative ``SharedObsStats`` (one slot per worker, slot 0 from a resumed
-checkpoint), as the local backend keeps them in shared memory. Each worker holds a private twin: its
-normaliser merges into its own slot there, the worker sends that slot with every push, and the server's
-reply brings every other worker's slot back. The driver copies the server's slots into the trainer's
-statistics before each checkpoint, so checkpoints keep the same ``obs_norm`` and ``reward_stats`` fields on
-both backends and a run resumes across them.
+Each node group keeps the run's ``SharedObsStats`` in its own shared memory, one slot per worker of the run
+(slot 0 from a resumed checkpoint), as the local backend does: its workers merge into their own slots. Each
+drain hands the driver the group's own slots (``own``), which the driver keeps in its twin (``load_own``),
+and brings the other groups' slots back (``load`` keeping the group's own). The driver copies its slots into
+the trainer's statistics before each checkpoint, so checkpoints keep the same ``obs_norm`` and
+``reward_stats`` fields on both backends and a run resumes across them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Collection
 
 import numpy as np
 
-from a3c.algo.shared.normalize import ObsNormalizer, SharedObsStats
+from a3c.algo.shared.normalize import SharedObsStats
 
 # One statistics' slots, or one slot: (means, vars, counts).
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -49,17 +49,10 @@ class RunStats:
             stats.load_slot_arrays(arrays[name], keep)
 
     def own(self, worker: int) -> dict[str, Arrays]:
-        """Worker ``worker``'s own slot of each statistics (what it sends with a push)."""
+        """Worker ``worker``'s own slot of each statistics (what its group sends with a drain's reply)."""
         return {name: stats.writer_arrays(worker) for name, stats in self._items()}
 
     def load_own(self, worker: int, slots: dict[str, Arrays]) -> None:
-        """Set worker ``worker``'s slot of each statistics to what it sent."""
+        """Set worker ``worker``'s slot of each statistics to what its group sent."""
         for name, stats in self._items():
             stats.load_writer_arrays(worker, slots[name])
-
-    def writers(self, worker: int) -> tuple[ObsNormalizer | None, ObsNormalizer | None]:
-        """Worker ``worker``'s (observation normaliser, return-statistics writer) over these statistics."""
-        return (
-            None if self.obs is None else self.obs.writer(worker),
-            None if self.reward is None else self.reward.writer(worker),
-        )

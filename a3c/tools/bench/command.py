@@ -75,14 +75,6 @@ def _positive(name: str, value: float, integer: bool = False) -> None:
     "alternating pairs of --seconds each (extra `ray`).  [default: none]",
 )
 @click.option(
-    "--server-load",
-    is_flag=True,
-    help="Instead: load-test one Ray parameter server with N gradient-pushing clients (extra `ray`).",
-)
-@click.option(
-    "--clients", default="1,2,4,8", show_default=True, help="--server-load: client counts, one row each."
-)
-@click.option(
     "--shard-load",
     is_flag=True,
     help="Instead: load-test the Ray node mode's shards with fake node syncers (no envs), one row per "
@@ -100,21 +92,22 @@ def _positive(name: str, value: float, integer: bool = False) -> None:
     type=click.Choice(["mlp", "atari"]),
     default="mlp",
     show_default=True,
-    help="--server-load, --shard-load: CartPole-v1's MLP or ALE/Pong-v5's conv net + LSTM (extra `atari`).",
+    help="--shard-load: CartPole-v1's MLP or ALE/Pong-v5's conv net + LSTM (extra `atari`).",
 )
 def bench(**opts) -> None:
     """Ours against Stable-Baselines3 A2C, side by side. Without --env/--suite: CartPole-v1's time to solve,
     throughput and where one worker's time goes. With them: a race per env (the same wall-clock budget per
     run; solved seeds, median time and steps to the target, final greedy return, steps/s); with --peer
     no-preset the other side is ours on derived defaults (do the presets beat them?). Prints a
-    markdown table; writes JSON under OUT. Needs the `bench` extra. With --server-load: the Ray parameter
-    server's applied updates/s and push round trips per client count, --seconds each (extra `ray`)."""
+    markdown table; writes JSON under OUT. Needs the `bench` extra. With --shard-load: the Ray backend's
+    parameter shards' exchanges/s, round trips and CPU per shards x nodes x intervals, --seconds each (extra
+    `ray`)."""
     _positive("--seconds", opts["seconds"])
     if opts["backends_env"]:
         _backends(opts)
         return
-    if opts["server_load"] or opts["shard_load"]:
-        _server_load(opts)
+    if opts["shard_load"]:
+        _shard_load(opts)
         return
     racing = bool(opts["env_ids"] or opts["suite"])
     if opts["peer"] == "no-preset" and not racing:
@@ -169,8 +162,8 @@ def _backends(opts: dict) -> None:
     from a3c.tools.bench.backends import compare_backends
     from envs import inspect_env
 
-    if opts["env_ids"] or opts["suite"] or opts["server_load"] or opts["shard_load"]:
-        raise BadInput("--backends: not allowed with --env, --suite or a load test; expected one mode")
+    if opts["env_ids"] or opts["suite"] or opts["shard_load"]:
+        raise BadInput("--backends: not allowed with --env, --suite or --shard-load; expected one mode")
     _positive("--repeats", opts["repeats"], integer=True)
     inspect_env(opts["backends_env"])  # an unknown id is bad input before anything runs
     results = compare_backends(opts["backends_env"], opts["seconds"], opts["repeats"], opts["out"])
@@ -178,17 +171,11 @@ def _backends(opts: dict) -> None:
     click.echo(f"\nJSON: {results['path']}")
 
 
-def _server_load(opts: dict) -> None:
-    from a3c.tools.bench.server_load import server_load
+def _shard_load(opts: dict) -> None:
+    from a3c.tools.bench.shard_load import shard_load
 
-    flag = "--shard-load" if opts["shard_load"] else "--server-load"
-    if opts["env_ids"] or opts["suite"] or (opts["shard_load"] and opts["server_load"]):
-        raise BadInput(f"{flag}: not allowed with --env, --suite or the other load test; expected one mode")
-    if opts["shard_load"]:
-        from a3c.tools.bench.shard_load import shard_load
-
-        results = shard_load(opts)
-    else:
-        results = server_load(opts)
+    if opts["env_ids"] or opts["suite"]:
+        raise BadInput("--shard-load: not allowed with --env or --suite; expected one mode")
+    results = shard_load(opts)
     click.echo(results["markdown"])
     click.echo(f"\nJSON: {results['path']}")

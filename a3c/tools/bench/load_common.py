@@ -1,5 +1,5 @@
-"""What the Ray load tests (``a3c bench --server-load``, ``--shard-load``) share: the models they size their
-messages by, the extras they need, a Ray instance of their own, and their results' head and JSON file."""
+"""What a Ray load test (``a3c bench --shard-load``) needs besides its measurement: the models it sizes its
+messages by, the extras it needs, a Ray instance of its own, and its results' head and JSON file."""
 
 from __future__ import annotations
 

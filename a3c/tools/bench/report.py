@@ -96,12 +96,9 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| SB3 A2C, {k} envs (one process) | {tput[f'sb3_{k}']['steps_per_s']:,.0f} | | |")
     local = tput["ours_2x16"]["steps_per_s"]
     local_lag = fmt(tput["ours_2x16"].get("policy_lag_mean"), 2)
-    ray_rows = (
-        ("node", "ours on the Ray backend, node mode: one group of 2 workers × 16 envs"),
-        ("gradient", "ours on the Ray backend, gradient mode: 2 worker actors × 16 envs, sync_every 4"),
-    )
-    for mode, label in ray_rows if "ray_2x16_node" in tput else ():
-        ray = tput[f"ray_2x16_{mode}"]
+    if "ray_2x16_node" in tput:
+        label = "ours on the Ray backend, node mode: one group of 2 workers × 16 envs"
+        ray = tput["ray_2x16_node"]
         lag = f"policy lag {fmt(ray.get('policy_lag_mean'), 2)} (local backend {local_lag})"
         if ray.get("global_lag_mean") is not None:
             lag += f", global lag {fmt(ray['global_lag_mean'], 2)} exchanges"

@@ -23,7 +23,13 @@ import numpy as np
 from a3c.core.errors import BadInput
 from a3c.tools.bench.load_common import load_results, require_extras, save_results, start_local_ray
 from a3c.tools.bench.report import fmt
-from a3c.tools.bench.server_load import CALL_TIMEOUT_S, STARTUP_TIMEOUT_S, percentile
+
+CALL_TIMEOUT_S = 60.0  # one exchange, or one reading, on a loaded machine
+
+
+def percentile(values: list[float] | np.ndarray, q: float) -> float | None:
+    """The ``q``-th percentile (0-100, linear interpolation between ranks, numpy's default); None if empty."""
+    return float(np.percentile(values, q)) if len(values) else None
 
 
 class FakeNode:
@@ -78,6 +84,7 @@ def measure_point(size: int, shards_n: int, nodes_n: int, interval: float, secon
     import ray
 
     from a3c.backends.ray.exchange import shard_bounds
+    from a3c.backends.ray.remote import STARTUP_TIMEOUT_S
     from a3c.backends.ray.shard import ParamShard
 
     bounds = shard_bounds(size, shards_n)
