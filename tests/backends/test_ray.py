@@ -1,8 +1,8 @@
 """The Ray backend on a real Ray cluster: the session's loopback head (``ray_head``, in
 tests/backends/conftest.py), which every run joins with ``--ray-address`` (the one run that starts its own
-cluster is test_ray_cluster.py's). Two workers (one node group) train and evaluate; a hung evaluator actor is
-killed and restarted; a checkpoint resumes on the local backend and the other way round. (A killed group and
-a hung shard: test_ray_nodes.py.)
+cluster is test_ray_cluster.py's). Two workers (one node group) train and evaluate while a hung
+evaluator actor is killed and restarted; a checkpoint resumes on the local backend and the other way round.
+(A killed group and a hung shard: test_ray_nodes.py.)
 
 Each test waits for the events it is about (metrics rows of a worker, a restart, an evaluation), then ends
 the run with SIGINT: ``--max-seconds`` is only a cap, for a run that never gets there. Hangs are injected with
@@ -66,18 +66,39 @@ def metrics_workers(run_dir: Path) -> list[str]:
     return [line.split(",")[2] for line in lines]
 
 
-def test_two_workers_train_and_evaluate_until_interrupted(tmp_path, token, ray_address):
+def inject_hang(head: RayHead, monkeypatch: pytest.MonkeyPatch, token: str, actor: str) -> str:
+    """Runs on ``head`` in which ``actor`` hangs (its actors read A3C_TEST_HANG, and so does the driver, which
+    holds that actor alone to INJECTED_HANG_TIMEOUT_S); returns the ``--ray-address``."""
+    monkeypatch.setenv("A3C_TEST_HANG", actor)
+    return join_head(head, monkeypatch, token, A3C_TEST_HANG=actor)
+
+
+def test_two_workers_train_and_a_hung_evaluator_actor_is_restarted_until_interrupted(
+    tmp_path, token, ray_head, monkeypatch
+):
+    """Two workers (one node group) train and evaluate; the evaluator actor's first incarnation hangs in its
+    first play, is killed and restarted, and every evaluation is its restarted one's; SIGINT ends the run."""
     run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
-    run = start_run(tmp_path, token, ray_address)
+    address = inject_hang(ray_head, monkeypatch, token, "evaluator")
+    run = start_run(tmp_path, token, address)
     try:
+        wait_for(
+            lambda: "the evaluator actor hung" in err.read_text(), WAIT_CAP_S, "the hang is seen", run, err
+        )
         both = lambda: set(metrics_workers(run_dir)) == {"0", "1"} and data_rows(run_dir / "eval.csv") >= 1  # noqa: E731
-        wait_for(both, WAIT_CAP_S, "metrics of both workers and an evaluation", run, err)
+        wait_for(both, WAIT_CAP_S, "both workers' metrics and an evaluation", run, err)
         interrupt(run, err)
     finally:
         end(run)
+    stderr = err.read_text()
+    hung = re.findall(
+        r"warning: the evaluator actor hung \(.*\) and was killed; restarting it \((\d)/3\)", stderr
+    )
+    assert hung == ["1"], stderr[-3000:]
+    assert "warning: worker" not in stderr, stderr[-3000:]  # the healthy actors were left alone
     summary, config = read_json(run_dir / "summary.json"), read_json(run_dir / "config.json")
-    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 0, (summary, err.read_text()[-3000:])
-    assert config["backend"] == "ray" and config["ray_address"] == ray_address and config["workers"] == 2
+    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, (summary, stderr[-3000:])
+    assert config["backend"] == "ray" and config["ray_address"] == address and config["workers"] == 2
     for name in ("episodes.csv", "metrics.csv", "eval.csv", "checkpoints/last.pt", "checkpoints/best.pt"):
         assert (run_dir / name).exists(), name
     assert set(metrics_workers(run_dir)) == {"0", "1"}
@@ -98,40 +119,6 @@ def test_two_workers_train_and_evaluate_until_interrupted(tmp_path, token, ray_a
     )
     assert report["min_return"] <= report["mean_return"] <= report["max_return"] <= 500, report
     assert report["mean_return"] == report["mean_length"] >= 1, report
-    assert_no_ray_left(token)
-
-
-def inject_hang(head: RayHead, monkeypatch: pytest.MonkeyPatch, token: str, actor: str) -> str:
-    """Runs on ``head`` in which ``actor`` hangs (its actors read A3C_TEST_HANG, and so does the driver, which
-    holds that actor alone to INJECTED_HANG_TIMEOUT_S); returns the ``--ray-address``."""
-    monkeypatch.setenv("A3C_TEST_HANG", actor)
-    return join_head(head, monkeypatch, token, A3C_TEST_HANG=actor)
-
-
-def test_a_hung_evaluator_actor_is_killed_restarted_and_the_run_goes_on(
-    tmp_path, token, ray_head, monkeypatch
-):
-    run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
-    run = start_run(tmp_path, token, inject_hang(ray_head, monkeypatch, token, "evaluator"))
-    try:
-        wait_for(
-            lambda: "the evaluator actor hung" in err.read_text(), WAIT_CAP_S, "the hang is seen", run, err
-        )
-        # Its first incarnation hangs in its first play: every evaluation is its restarted one's.
-        evaluated = lambda: data_rows(run_dir / "eval.csv") >= 1  # noqa: E731
-        wait_for(evaluated, WAIT_CAP_S, "the restarted evaluator evaluates", run, err)
-        interrupt(run, err)
-    finally:
-        end(run)
-    stderr = err.read_text()
-    hung = re.findall(
-        r"warning: the evaluator actor hung \(.*\) and was killed; restarting it \((\d)/3\)", stderr
-    )
-    assert hung == ["1"], stderr[-3000:]
-    assert "warning: worker" not in stderr, stderr[-3000:]  # the healthy actors were left alone
-    summary = read_json(run_dir / "summary.json")
-    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, summary
-    assert csv_rows(run_dir / "eval.csv")
     assert_no_ray_left(token)
 
 
