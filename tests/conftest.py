@@ -85,11 +85,9 @@ UNIT_OF_MODULE = {
     "tests/backends/test_ray_cluster.py": RAY_UNIT,
     "tests/backends/test_ray_nodes.py": RAY_UNIT,
 }
-# Modules that start Ray but run beside the unit, and why that is safe.
-RAY_BESIDE_THE_UNIT = {
-    "tests/e2e/test_extras_smoke.py": "one head of its own and no node that joins it (the 30-s wait is a "
-    "joining node's); in the unit it would add its Atari and MuJoCo runs to the unit's serial time",
-}
+# Modules that start Ray but run beside the unit, and why that is safe (a head of their own and no node that
+# joins it would be: the 30-s wait is a joining node's).
+RAY_BESIDE_THE_UNIT: dict[str, str] = {}
 # The slowest units and their seconds (pytest's time per module, one `make test` with a busy core). They are
 # collected first, longest first, and handed out in that order (--no-loadscope-reorder), so the processes
 # finish together; other modules follow in collection order. A stale figure costs balance, not correctness.

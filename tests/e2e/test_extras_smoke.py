@@ -1,8 +1,9 @@
-"""Smoke runs of the optional env families: Atari (the conv net + LSTM on the local backend; on Ray, the conv
-net over a 4-frame stack) and MuJoCo (Gaussian policy, shared observation statistics) on both backends.
+"""Smoke runs of the optional env families on the local backend: Atari (the preset's conv net + LSTM, and A3C
+FF: the conv net over a 4-frame stack) and MuJoCo (Gaussian policy, shared observation statistics).
 
-Each trains a few hundred steps with 2 workers (Pong on Ray: 1), writes a checkpoint, and ``a3c evaluate``
-plays it. The Ray runs join one loopback head, started once for the module.
+Each trains a few hundred steps with 2 workers (Pong's frame stack: 1), writes a checkpoint, and ``a3c
+evaluate`` plays it. The Ray backend runs the same learner in its node groups (tests/backends: its runs cross
+backends with Pendulum's observation statistics and reward scaling).
 ``make test`` installs both extras (they are in ``dev``); without one, its test is skipped and says why (it
 fails under CI's A3C_REQUIRE_EXTRAS=1).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import csv
 import functools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -21,7 +22,6 @@ from a3c.algo.learner.learner import build_model
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from tests.helpers import call_a3c, read_json, require_extra, run_a3c
-from tests.ray_head import RayHead, join_head, start_ray_head
 
 pytestmark = pytest.mark.slow
 
@@ -40,46 +40,17 @@ def needs(module: str, extra: str) -> Callable[[Callable], Callable]:
     return decorate
 
 
-BACKENDS = pytest.mark.parametrize("backend", ["local", "ray"])
-
-
-@pytest.fixture(scope="module")
-def ray_head() -> Iterator[RayHead | None]:
-    """One loopback Ray head for the module's Ray runs (tests/ray_head.py); None where the ray extra is not
-    installed (its tests then skip, or fail under A3C_REQUIRE_EXTRAS, through ``require_extra``)."""
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        yield None
-        return
-    yield from start_ray_head()
-
-
-@pytest.fixture
-def backend_args(request, token, monkeypatch, ray_head) -> list[str]:
-    """``--backend`` for the test's ``backend`` parameter (ray where it has none); a Ray run joins the
-    module's head. The head is a module fixture, set up before the test's leak check starts watching."""
-    callspec = getattr(request.node, "callspec", None)
-    backend = callspec.params.get("backend", "ray") if callspec else "ray"
-    if backend != "ray":
-        return ["--backend", backend]
-    require_extra("ray", "ray")
-    return ["--backend", "ray", "--ray-address", join_head(ray_head, monkeypatch, token)]
-
-
 def train_and_evaluate(
-    run_dir, token, backend_args: list[str], env_id: str, steps: int, *sets: str, workers: int = 2
+    run_dir, token, env_id: str, steps: int, *sets: str, workers: int = 2
 ) -> tuple[dict, dict]:
-    backend = backend_args[1]
     args = ["train", "--env", env_id, "--workers", str(workers), "--max-steps", str(steps), "--quiet"]
-    args += backend_args
     for item in sets:
         args += ["--set", item]
     result = run_a3c(*args, "--run-dir", str(run_dir), timeout=300, token=token)
     assert result.returncode == 0, result.stderr
     summary = read_json(run_dir / "summary.json")
     assert summary["total_steps"] >= steps and summary["exit_reason"] == "max_steps"
-    assert read_json(run_dir / "config.json")["backend"] == backend
+    assert read_json(run_dir / "config.json")["backend"] == "local"
     assert (run_dir / "checkpoints" / "last.pt").is_file() and (run_dir / "checkpoints" / "best.pt").is_file()
     played = call_a3c("evaluate", str(run_dir), "--episodes", "1", "--json")
     assert played.returncode == 0, played.stderr
@@ -132,36 +103,31 @@ def check_pong_run(run_dir, summary: dict, frames: int, lstm_size: int) -> None:
 
 
 @needs("ale_py", "atari")
-@pytest.mark.parametrize("backend", ["local"])  # on Ray: the frame-stacked run below
-def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token, backend, backend_args):
+def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token):
     """The preset's A3C-LSTM (one frame in, an LSTM of 256)."""
-    summary, played = train_and_evaluate(run_dir, token, backend_args, "ALE/Pong-v5", 400, "eval_episodes=1")
+    summary, played = train_and_evaluate(run_dir, token, "ALE/Pong-v5", 400, "eval_episodes=1")
     check_pong_game(played)
     check_pong_run(run_dir, summary, frames=1, lstm_size=256)
 
 
 @needs("ale_py", "atari")
-def test_pong_frame_stack_trains_on_ray(run_dir, token, backend_args):
-    """A3C FF (the conv net over 4 stacked frames, no LSTM) on Ray, with one worker actor: the LSTM's code is
-    the backends' shared learner's, trained by the local run above."""
+def test_pong_frame_stack_trains_checkpoints_and_evaluates(run_dir, token):
+    """A3C FF (the conv net over 4 stacked frames, no LSTM), with one worker."""
     sets = ("eval_episodes=1", "lstm_size=0", "frame_stack=4")
-    summary, played = train_and_evaluate(run_dir, token, backend_args, "ALE/Pong-v5", 400, *sets, workers=1)
+    summary, played = train_and_evaluate(run_dir, token, "ALE/Pong-v5", 400, *sets, workers=1)
     check_pong_game(played)
     check_pong_run(run_dir, summary, frames=4, lstm_size=0)
 
 
-@BACKENDS
 @needs("mujoco", "mujoco")
-def test_halfcheetah_gaussian_trains_checkpoints_and_evaluates(run_dir, token, backend, backend_args):
-    summary, played = train_and_evaluate(
-        run_dir, token, backend_args, "HalfCheetah-v5", 2000, "eval_episodes=1"
-    )
+def test_halfcheetah_gaussian_trains_checkpoints_and_evaluates(run_dir, token):
+    summary, played = train_and_evaluate(run_dir, token, "HalfCheetah-v5", 2000, "eval_episodes=1")
     assert played["mean_length"] == 1000 and played["env_id"] == "HalfCheetah-v5"
     state = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=False)
     assert state["spaces"]["continuous"] and state["spaces"]["n_actions"] == 6
     assert state["config"]["obs_norm"] and state["obs_norm"]["mean"].shape == (17,)  # evaluate uses these
     last = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
-    # The workers' observations and returns reached the checkpoint (on Ray: through the parameter server).
+    # The workers' observations and returns reached the checkpoint (through the shared statistics).
     # One observation and one discounted return per env step (counts start at 1e-4, so > 0 would not fail).
     for key in ("obs_norm", "reward_stats"):
         assert last[key]["count"] >= summary["total_steps"], key
