@@ -1,7 +1,8 @@
-"""The Ray backend's node mode on the session's loopback head: a killed group is replaced
-by the driver and trains on, its counts kept; a hung shard fails the run naming it, with last.pt from the
-last sync. (Two nodes, each exchange reaching every shard once, and losing a node, are
-tests/backends/test_ray_cluster.py's; the arithmetic is test_ray_exchange.py's.)"""
+"""The Ray backend's node mode on the session's loopback head: a crashed worker inside a group is restarted
+by the group; a killed group is replaced by the driver and trains on, its counts kept; a shard that dies or
+hangs fails the run naming it, with last.pt from the last sync, from which the run resumes. (Two nodes, each
+exchange reaching every shard once, and losing a node, are tests/backends/test_ray_cluster.py's; the
+arithmetic is test_ray_exchange.py's.)"""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, a3c_env, csv_rows, read_json
+from tests.helpers import ROOT, a3c_env, assert_continuous, csv_rows, processes_with_token, read_json
 from tests.ray_head import WAIT_CAP_S, RayHead, actor_processes, assert_no_ray_left, end, join_head, wait_for
 
 __import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
@@ -51,7 +52,20 @@ def interrupt(run: subprocess.Popen, err_path: Path) -> None:
     assert run.wait(timeout=EXIT_CAP_S) == 130, err_path.read_text()[-3000:]
 
 
-def test_a_killed_node_group_is_restarted_and_trains_on_with_its_counts_kept(tmp_path, token, ray_address):
+def worker_process(token: str, name: str) -> int:
+    """The PID of the worker process named ``name`` (e.g. ``a3c-worker-1``) among the test's processes."""
+    (pid,) = [p for p in processes_with_token(token) if Path(f"/proc/{p}/comm").read_text().strip() == name]
+    return pid
+
+
+def test_a_group_outlives_a_crashed_worker_and_its_own_death_and_a_dead_shard_fails_the_run_which_resumes(
+    tmp_path, token, ray_address
+):
+    """Node mode's failures in one run: a worker that crashes inside a node group is restarted by the group
+    and trains on; the group itself, killed, is replaced by the driver and trains on, its counts kept; a
+    parameter shard that dies (it holds the only copy of its slice) fails the run at once, naming it, with
+    last.pt from the last sync; the run then resumes from that checkpoint."""
+    import a3c
     from a3c.rundir.resume import load_resume_checkpoint
 
     run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
@@ -60,7 +74,17 @@ def test_a_killed_node_group_is_restarted_and_trains_on_with_its_counts_kept(tmp
         both = lambda: set(workers_in_metrics(run_dir)) == {"0", "1"}  # noqa: E731
         wait_for(both, WAIT_CAP_S, "both workers train", run, err)
         (group,) = actor_processes(token, "NodeGroup")  # one group for the one node, two shards
-        assert len(actor_processes(token, "ParamShard")) == 2
+        shards = actor_processes(token, "ParamShard")
+        assert len(shards) == 2, shards
+
+        os.kill(worker_process(token, "a3c-worker-1"), signal.SIGKILL)
+        crashed = lambda: "warning: worker 1 crashed" in err.read_text()  # noqa: E731
+        wait_for(crashed, WAIT_CAP_S, "the group sees its crashed worker", run, err)
+        since = len(workers_in_metrics(run_dir))
+        wait_for(
+            lambda: "1" in workers_in_metrics(run_dir)[since:], WAIT_CAP_S, "worker 1 trains on", run, err
+        )
+
         wait_for(lambda: (run_dir / "checkpoints" / "last.pt").exists(), WAIT_CAP_S, "a checkpoint", run, err)
         before = load_resume_checkpoint(run_dir)["global_step"]
         os.kill(group, signal.SIGKILL)
@@ -69,21 +93,34 @@ def test_a_killed_node_group_is_restarted_and_trains_on_with_its_counts_kept(tmp
         since = len(workers_in_metrics(run_dir))
         trains = lambda: {"0", "1"} <= set(workers_in_metrics(run_dir)[since:])  # noqa: E731
         wait_for(trains, WAIT_CAP_S, "the restarted group trains", run, err)
-        interrupt(run, err)
+        assert actor_processes(token, "NodeGroup") != {group}
+
+        os.kill(min(shards), signal.SIGKILL)
+        code = run.wait(timeout=WAIT_CAP_S + EXIT_CAP_S)
     finally:
         end(run)
     stderr = err.read_text()
+    assert code == 1, stderr[-3000:]
     restarts = re.findall(
         r"warning: node group 0 (?:died \(\w+\)|was restarted); restarting it \((\d)/3\)", stderr
     )
     assert restarts == ["1"], stderr[-3000:]
+    assert re.search(r"error: parameter shard \d failed: died \(\w+\), seen by ", stderr), stderr[-3000:]
+    assert f"continue with `a3c train --resume {run_dir}`" in stderr, stderr[-3000:]
     summary = read_json(run_dir / "summary.json")
-    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, summary
-    after = load_resume_checkpoint(run_dir)
-    assert after["global_step"] == summary["total_steps"] > before  # the lost group's steps still count
-    steps = [int(r["global_step"]) for r in csv_rows(run_dir / "episodes.csv")]
-    assert steps[-1] > before
+    assert summary["exit_reason"].startswith("failed: parameter shard "), summary
+    assert summary["restarts"] == 2, summary  # the worker inside the group, and the group
+    saved = load_resume_checkpoint(run_dir)  # the last sync: weights and counters of one instant
+    assert saved["global_step"] == summary["total_steps"] == int(saved["worker_steps"].sum()) > before
+    before_kill = csv_rows(run_dir / "episodes.csv")
     assert_no_ray_left(token)
+
+    # It resumes from the last sync (here in this process, serially): counters and rows go on exactly.
+    step = saved["global_step"]
+    resumed = a3c.resume(run_dir, serial=True, backend="local", max_steps=step + 2_000, max_seconds=600)
+    assert resumed.exit_code == 0 and resumed.summary["total_steps"] == step + 2_000, resumed.summary
+    assert load_resume_checkpoint(run_dir)["resumes"] == 1
+    assert_continuous(run_dir / "episodes.csv", before_kill, step, float(saved["wall_time"]))
 
 
 def test_a_hung_shard_fails_the_run_naming_it(tmp_path, token, ray_head: RayHead, monkeypatch):

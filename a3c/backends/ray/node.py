@@ -120,7 +120,7 @@ class NodeGroup:
             if shard < 0:  # the syncer itself
                 failure = ErrorRecord(f"node {self.index}", f"node group {self.index}: {why}")
             else:
-                why = f"node {self.index}: parameter shard {shard} failed an exchange: {why}"
+                why = f"{why}, seen by node {self.index}'s exchange"
                 failure = ErrorRecord(f"parameter shard {shard}", why)
         return {
             "incarnation": self.incarnation,

@@ -101,9 +101,16 @@ class NodeRun:
                 self.shards_answered = True
                 return weights
             except ShardFailed as exc:
-                why = f"the driver's read: parameter shard {exc.shard} failed: {exc.why}"
-                self.shard_failure = ErrorRecord(f"parameter shard {exc.shard}", why)
+                self.shard_failure = self._shard_failed(exc.shard, f"{exc.why}, seen by the driver's read")
         raise ActorFailed(self.shard_failure.source, self.shard_failure.traceback)
+
+    def _shard_failed(self, shard: int, why: str) -> ErrorRecord:
+        """The run's failure for a failed shard: it held the only copy of its slice of the weights."""
+        why += (
+            "; its slice of the weights is lost past the last checkpoint (checkpoints/last.pt, the last "
+            f"sync): continue with `a3c train --resume {self.run_dir}`"
+        )
+        return ErrorRecord(f"parameter shard {shard}", why)
 
     def _snapshot(self) -> tuple[np.ndarray, int, int, dict[str, Any]]:
         """The evaluator's view of the global model: (weights, global step, updates, statistics slots)."""
@@ -131,9 +138,12 @@ class NodeRun:
         records, replies = self.groups.drain(wait)
         for i, reply in replies:
             failure = reply["failure"]
-            records += reply["records"] + ([failure] if failure is not None else [])
             if failure is not None and failure.source.startswith("parameter shard"):
-                self.shard_failure = self.shard_failure or failure
+                failure = self.shard_failure or self._shard_failed(
+                    int(failure.source.split()[-1]), failure.traceback
+                )
+                self.shard_failure = failure
+            records += reply["records"] + ([failure] if failure is not None else [])
             self.sync_log.add(i, reply)
         self._mirror(self.groups.counts())
         if self.shard_failure is None:
