@@ -63,7 +63,7 @@ pytestmark = pytest.mark.slow
 # apart): a killed raylet refuses them at once, whereas a live one has health_check_timeout_ms (10 s) to
 # answer each. Its actors are restarted only then.
 FAST_NODE_DEATH = json.dumps({"health_check_period_ms": 500, "health_check_failure_threshold": 3})
-CAP_S = 600  # the run's --max-seconds and --hang-timeout: caps, never reached (the test ends it by SIGINT)
+CAP_S = 600  # the run's --max-seconds and --hang-timeout: caps, never reached (the test ends it by a signal)
 
 
 @pytest.fixture
@@ -383,8 +383,9 @@ def test_node_mode_runs_a_group_on_each_of_two_nodes_and_outlives_losing_one(tmp
     """The multi-machine run as users make it: it joins (the cluster demands a token; both nodes advertise
     their network address), runs one node group on each ``ray start`` node, each exchanging with two shards
     (which stay on the head); the second node dies, the driver starts its group again on the head and its
-    worker trains on; every exchange of the group that was never lost reached every shard. (Last: it kills
-    the module's second node.) A node-mode run's end by its step budget is test_ray.py's resume chain's."""
+    worker trains on; SIGTERM (a scheduler's stop) ends the run with 143 and every exchange of the group
+    that was never lost reached every shard. (Last: it kills the module's second node.) A node-mode run's
+    end by its step budget is test_ray.py's resume chain's."""
     run_dir, err_path = tmp_path / "run", tmp_path / "stderr.txt"
     cluster = user_cluster
     address = cluster.join(monkeypatch, token)
@@ -409,13 +410,13 @@ def test_node_mode_runs_a_group_on_each_of_two_nodes_and_outlives_losing_one(tmp
         trains = lambda: [r[2] for r in metrics(run_dir)[since:]].count("2") >= 3  # noqa: E731
         wait_for(trains, WAIT_CAP_S, "the restarted group trains", run, err_path)
         assert len(actor_processes(token, "NodeGroup")) == 2  # both on the head now
-        run.send_signal(signal.SIGINT)
-        assert run.wait(timeout=WAIT_CAP_S) == 130, err_path.read_text()[-3000:]
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=WAIT_CAP_S) == 143, err_path.read_text()[-3000:]
     finally:
         end(run)
     summary = read_json(run_dir / "summary.json")
     stderr = err_path.read_text()
-    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, (summary, stderr[-3000:])
+    assert summary["exit_reason"] == "SIGTERM" and summary["restarts"] == 1, (summary, stderr[-3000:])
     assert "node group 0" not in stderr, stderr[-3000:]
     last = {r["node"]: r for r in sync_rows(run_dir)}  # written after every group's last exchange
     assert last["0"]["exchanges"] == last["0"]["shard_exchanges_min"] == last["0"]["shard_exchanges_max"]

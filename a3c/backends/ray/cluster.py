@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import enum
 import os
+import signal
 import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -185,7 +187,7 @@ def connect(config: Config) -> Cluster:
             raise BackendFailed("ray", str(exc)) from None
     else:
         check_reachable(config.ray_address)
-    with loopback_kept():
+    with loopback_kept(), sigterm_kept():
         ray.init(
             # "local" starts a cluster even when RAY_ADDRESS is set: no address means "start one here".
             address="local" if start else config.ray_address,
@@ -204,6 +206,20 @@ def connect(config: Config) -> Cluster:
         ray.shutdown()  # a cluster it started goes with the refusal (or a failed check); a joined one is left
         raise
     return cluster
+
+
+@contextmanager
+def sigterm_kept() -> Iterator[None]:
+    """The caller's SIGTERM handler, kept across ``ray.init``: it installs one that exits with status 15 at
+    once, which would end a run without its last checkpoint and summary (the trainer's handler stops it
+    cleanly, exit 143)."""
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and handler is not None:
+            signal.signal(signal.SIGTERM, handler)
 
 
 def check(cluster: Cluster) -> None:
