@@ -103,10 +103,33 @@ class BlindEnv(gym.Env):
         return np.zeros(3, np.float32), float(self.np_random.uniform()), False, False, {}
 
 
+class AimEnv(gym.Env):
+    """A continuous bandit: the observation is a target x in [-0.8, 0.8], the action a in [-1, 1] (Box), the
+    reward 1 - |a - x|; a new target at every step. The TimeLimit of its registration cuts every episode
+    after 10 steps, so a policy that reads its observation scores close to 10 and a uniform random one about
+    4. A Gaussian policy learns it in a few thousand steps."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def _observe(self) -> np.ndarray:
+        self.target = self.np_random.uniform(-0.8, 0.8, 1).astype(np.float32)
+        return self.target.copy()
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._observe(), {}
+
+    def step(self, action):
+        reward = 1.0 - float(abs(np.asarray(action, np.float64)[0] - self.target[0]))
+        return self._observe(), reward, False, False, {}
+
+
 for name, entry_point in [
     ("FixedLength-v0", FixedLengthEnv),
     ("Blind-v0", BlindEnv),
     ("OffsetObs-v0", OffsetObsEnv),
+    ("Aim-v0", AimEnv),
     ("Faulty-v0", FaultyEnv),
     ("NaNReward-v0", NaNRewardEnv),
     ("Hanging-v0", HangingEnv),

@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import a3c
 from a3c.cli import main
-from tests.helpers import read_json, require_extra, run_a3c
+from tests.front.test_export import random_checkpoint
+from tests.helpers import call_a3c, read_json, require_extra, run_a3c
 
 
 def frames_of(path: Path) -> np.ndarray:
@@ -68,8 +70,9 @@ def test_train_video_records_the_best_policy_into_the_run_dir(cartpole_run):
     # A view of the result, not a hyperparameter: no config field, so a resume neither keeps nor refuses it.
     assert "video" not in read_json(run_dir / "config.json")
     assert read_json(run_dir / "summary.json")["exit_reason"] == "max_steps"
-    train_serial(run_dir, "CartPole-v1", 500, "--force")  # videos/ is a run's own: --force replaces the run
-    assert not (run_dir / "videos").exists()
+    # videos/ is a run's own: --force replaces the run (in this process: a3c.train's force is the option's)
+    a3c.train("CartPole-v1", run_dir=run_dir, force=True, serial=True, max_steps=100)
+    assert not (run_dir / "videos").exists() and read_json(run_dir / "summary.json")["total_steps"] == 100
 
 
 @pytest.mark.slow
@@ -81,24 +84,31 @@ def test_evaluate_video_writes_one_mp4_per_episode(cartpole_run, tmp_path):
 
 @pytest.mark.slow
 def test_evaluate_video_of_a_box_env_plays_the_evaluated_episodes(tmp_path):
+    # A checkpoint of random weights (no training: the video is the point) of the Pendulum preset's policy
+    # (tanh squash, observation statistics), its episodes cut at 50 steps by an env kwarg the run's envs
+    # and a3c evaluate's take (Pendulum's own limit is 200).
     require_extra("moviepy", "video")
-    train_serial(tmp_path / "run", "Pendulum-v1", 400)
-    report = evaluate_json(tmp_path / "run", "--episodes", "2", "--video", str(tmp_path / "videos"))
+    checkpoint = tmp_path / "best.pt"
+    random_checkpoint(checkpoint, "Pendulum-v1", squash="tanh", obs_norm=True,
+                      env_kwargs={"max_episode_steps": 50})  # fmt: skip
+    report = evaluate_json(checkpoint, "--episodes", "2", "--video", str(tmp_path / "videos"))
     check_videos(report, tmp_path / "videos", (500, 500, 3))
-    assert [v["length"] for v in report["videos"]] == [200, 200]
-    plain = evaluate_json(tmp_path / "run", "--episodes", "2")  # the same seeds: the same episodes
-    assert plain["mean_return"] == pytest.approx(report["mean_return"], rel=1e-6)
+    assert [v["length"] for v in report["videos"]] == [50, 50]
+    plain = call_a3c("evaluate", str(checkpoint), "--episodes", "2", "--json")  # the same seeds and episodes
+    assert plain.returncode == 0, plain.stderr
+    assert json.loads(plain.stdout)["mean_return"] == pytest.approx(report["mean_return"], rel=1e-6)
 
 
 @pytest.mark.slow
 def test_evaluate_video_of_atari_shows_the_raw_game_screen(tmp_path):
     require_extra("ale_py", "atari")
     require_extra("moviepy", "video")
-    # Games cut by ALE at 400 frames (100 agent steps): the screen is the point here, not a whole game
-    # (tests/e2e/test_extras_smoke.py plays whole ones), and the evaluations while training are cut too.
-    cut = ("--env-kwarg", "max_num_frames_per_episode=400")
-    train_serial(tmp_path / "run", "ALE/Pong-v5", 200, "--set", "eval_episodes=1", *cut)
-    report = evaluate_json(tmp_path / "run", "--episodes", "1", "--video", str(tmp_path / "videos"))
+    # A checkpoint of random weights of the preset's CNN-LSTM (no training: the screen is the point), its
+    # games cut by ALE at 400 frames (100 agent steps; tests/e2e/test_extras_smoke.py plays whole ones).
+    checkpoint = tmp_path / "best.pt"
+    random_checkpoint(checkpoint, "ALE/Pong-v5", model="cnn", lstm_size=256,
+                      env_kwargs={"max_num_frames_per_episode": 400})  # fmt: skip
+    report = evaluate_json(checkpoint, "--episodes", "1", "--video", str(tmp_path / "videos"))
     check_videos(report, tmp_path / "videos", (210, 160, 3))  # the RGB screen, not the 84x84 input
     assert 0 < report["videos"][0]["length"] <= 100  # cut (random no-ops at the reset take a few frames)
 

@@ -13,7 +13,7 @@ import pytest
 
 from a3c.tools.analysis import Runs, aggregate, load_runs, runs_table, solved_runs
 from a3c.tools.plot import throughput
-from tests.helpers import ROOT, require_extra, run_a3c
+from tests.helpers import ROOT, call_a3c, require_extra, run_a3c
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
@@ -99,11 +99,12 @@ def test_throughput_is_the_global_steps_growth_per_window_not_the_noise_between_
 def test_tensorboard_event_files_have_the_stable_tags(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    args = "train --env tests.testing_envs:FixedLength-v0 --serial --max-steps 4000 --eval-interval 0.2"
-    result = run_a3c(
-        *args.split(), "--tensorboard", "--quiet", "--run-dir", str(tmp_path / "run"), timeout=180
-    )
-    assert result.returncode == 0, result.stderr
+    import a3c
+
+    # In this process, serial and seeded: FixedLength's episodes are 10 steps and a segment 20 (1 env x
+    # t_max 20), so 4,000 steps are exactly 400 episodes; an evaluation every 1,000 steps makes 4.
+    a3c.train("tests.testing_envs:FixedLength-v0", run_dir=tmp_path / "run", serial=True, seed=0,
+              max_steps=4000, eval_interval_steps=1000, tensorboard=True)  # fmt: skip
     accumulator = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
     accumulator.Reload()
     tags = set(accumulator.Tags()["scalars"])
@@ -123,7 +124,8 @@ def test_tensorboard_event_files_have_the_stable_tags(tmp_path):
         "async/policy_lag_max",
     }
     assert expected <= tags, expected - tags
-    assert len(accumulator.Scalars("charts/episodic_return")) > 10
+    assert len(accumulator.Scalars("charts/episodic_return")) == 400
+    assert [e.step for e in accumulator.Scalars("charts/eval_mean_return")] == [1000, 2000, 3000, 4000]
 
 
 def test_tensorboard_gets_the_config_as_hparams_and_text_in_the_runs_own_folder(tmp_path):
@@ -155,29 +157,31 @@ def test_tensorboard_gets_the_config_as_hparams_and_text_in_the_runs_own_folder(
 
 
 @pytest.mark.slow
-def test_policy_lag_is_zero_in_serial_mode_and_positive_with_two_workers(tmp_path):
-    serial = "train --env tests.testing_envs:FixedLength-v0 --serial --max-steps 6000 --quiet"
-    assert run_a3c(*serial.split(), "--run-dir", str(tmp_path / "serial"), timeout=180).returncode == 0
-    spawned = "train --env tests.testing_envs:FixedLength-v0 --workers 2 --max-steps 30000 --quiet"
-    result = run_a3c(*spawned.split(), "--run-dir", str(tmp_path / "spawned"), timeout=300)
-    assert result.returncode == 0, result.stderr
-    serial_metrics = pd.read_csv(tmp_path / "serial" / "metrics.csv")
-    spawned_metrics = pd.read_csv(tmp_path / "spawned" / "metrics.csv")
-    assert len(serial_metrics) >= 1 and (serial_metrics["policy_lag_max"] == 0).all()
-    assert set(spawned_metrics["worker"]) == {0, 1}
-    assert spawned_metrics["policy_lag_max"].max() > 0 and spawned_metrics["policy_lag_mean"].mean() > 0
+def test_policy_lag_is_zero_in_serial_mode(tmp_path):
+    # One learner in this process pulls the weights it pushes to: no update can come between. A metrics row
+    # every 1,000 of its steps (FixedLength: 1 env x t_max 20, so 6,000 steps exactly) makes 6 rows. The
+    # lag of two spawned workers (positive) is tests/e2e/test_train.py's exact step count run's.
+    import a3c
+
+    run = a3c.train("tests.testing_envs:FixedLength-v0", run_dir=tmp_path / "serial", serial=True, seed=0,
+                    max_steps=6000, metrics_interval_steps=1000, eval_interval_steps=6000)  # fmt: skip
+    metrics = run.metrics
+    assert metrics["global_step"].tolist() == list(range(1000, 6001, 1000))
+    assert (metrics["policy_lag_max"] == 0).all() and (metrics["policy_lag_mean"] == 0).all(), metrics
 
 
 @pytest.fixture(scope="module")
 def three_seeds(tmp_path_factory) -> Path:
-    """Three short real CartPole runs in one folder: serial (the run dir is the same as a spawned run's,
-    which test_train checks) with an evaluation every 5k steps."""
+    """Three short real CartPole runs in one folder, made in this process: serial (the run dir is the same
+    as a spawned run's, which test_train checks), 6,000 steps with an evaluation every 2,000 (none reaches
+    the target, so no run spends 100 confirming episodes of 500 steps, nor the notebook 100 more)."""
+    import a3c
+
     root = tmp_path_factory.mktemp("runs")
     for seed in range(3):
-        args = f"train --env CartPole-v1 --serial --seed {seed} --max-steps 15000 --quiet"
-        args += " --set eval_interval_steps=5000"
-        result = run_a3c(*args.split(), "--run-dir", str(root / f"s{seed}"), timeout=300)
-        assert result.returncode == 0, result.stderr
+        run = a3c.train("CartPole-v1", run_dir=root / f"s{seed}", serial=True, seed=seed, max_steps=6000,
+                        eval_interval_steps=2000)  # fmt: skip
+        assert run.summary["total_steps"] == 6000 and not run.summary["solved"], run.summary
     return root
 
 
@@ -187,9 +191,10 @@ def test_load_runs_and_runs_table(three_seeds):
     assert len(runs.paths) == 3
     for table in (runs.eval, runs.episodes, runs.metrics):
         assert {"run", "env_id", "seed", "lr", "workers"} <= set(table.columns) and len(table)
+    assert sorted(runs.eval["global_step"]) == [2000] * 3 + [4000] * 3 + [6000] * 3  # every run's evaluations
     table = runs_table(runs)
     assert sorted(table["seed"]) == [0, 1, 2] and set(table["env"]) == {"CartPole-v1"}
-    listing = run_a3c("runs", str(three_seeds), timeout=120)
+    listing = call_a3c("runs", str(three_seeds))
     assert listing.returncode == 0 and listing.stdout.count("CartPole-v1") == 3
 
 
