@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,13 +24,29 @@ def check_episodes_and_seed(episodes: int, seed: int) -> None:
         raise BadInput(f"--seed: {seed!r} is not allowed; expected an integer in [0, 2**31 - episodes)")
 
 
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """torch on one thread while the greedy episodes play, as in the run's evaluator, then the caller's count
+    again. Its forward passes are a few envs at a time: more threads gain little, and beside another busy
+    process torch's thread pool spins (docs/performance.md: 7x the CPU time for one Pong game)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def evaluate_policy(
     saved: SavedPolicy, episodes: int, seed: int, folder: Path | None = None
 ) -> dict[str, Any]:
     """Play ``episodes`` greedy episodes of ``saved`` seeded from ``seed`` (``folder``: one video each) and
     return {checkpoint, env_id, episodes, mean/std/min/max_return, mean_length, seed[, videos]}."""
     check_episodes_and_seed(episodes, seed)
-    returns, lengths, videos = play_episodes(saved, episodes, seed, folder)
+    with one_torch_thread():
+        returns, lengths, videos = play_episodes(saved, episodes, seed, folder)
     return {
         "checkpoint": str(saved.path),
         "env_id": saved.config.env_id,
