@@ -13,6 +13,9 @@ names one (``--ray-address 127.0.0.1:PORT``).
 Token authentication is Ray's own (docs/ray.md): the driver passes nothing; it reads ``RAY_AUTH_MODE``,
 ``RAY_AUTH_TOKEN_PATH`` / ``RAY_AUTH_TOKEN`` from its environment like every Ray process. That says how the
 driver authenticates, not what a joined cluster demands: that is asked of its servers (token_auth.py).
+
+It is too long because it is one idea, a run's connection to its cluster: what ``ray.init`` would change
+(the loopback host, the caller's SIGTERM handler) and the rules, which read together.
 """
 
 from __future__ import annotations
