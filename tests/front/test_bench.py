@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+import a3c.tools.bench.harness as harness
 from a3c.tools.bench.harness import ours_throughput
 from a3c.tools.bench.report import markdown, summarize
 from tests.helpers import ROOT, require_extra
@@ -79,15 +82,72 @@ def test_bench_needs_sane_arguments(capsys):
     assert exit_info.value.code == 2 and err.startswith("error: --seeds: 0"), err
 
 
+ROW_EVERY, MAX_STEPS = 100, 400  # the CartPole preset's update is 2 envs x t_max 5 = 10 steps
+
+
+def metrics_rows(run_dir: Path) -> list[tuple[float, int]]:
+    """(wall_time, global_step) of each row of a run's metrics.csv."""
+    with (run_dir / "metrics.csv").open() as f:
+        header = f.readline().strip().split(",")
+        wall, step = header.index("wall_time"), header.index("global_step")
+        return [(float(cells[wall]), int(cells[step])) for cells in (line.strip().split(",") for line in f)]
+
+
 @pytest.mark.slow
 def test_our_throughput_run_reads_its_metrics(tmp_path, monkeypatch):
-    # No warm-up: every metrics row counts (rows come about once a second of the 6-s budget, which a slow
-    # start-up shortens). What the rate is depends on the machine: the bench's business, not this test's.
-    monkeypatch.setattr("a3c.tools.bench.harness.WARMUP_S", 0.0)
-    for _ in range(2):  # the bench repeats each setting: the second run must not collide with the first
-        run = ours_throughput(1, 2, 5.0, tmp_path)
-        assert run["steps"] > 0 and run["seconds"] > 0 and run["steps_per_s"] > 0
-        assert run["policy_lag_mean"] == 0.0  # one worker: nobody else's updates land in between
+    # The harness ends its run by the clock (--max-seconds), which a slow start-up shortens; here the run ends
+    # by steps instead, with a metrics row every ROW_EVERY steps of its one worker: the same rows on any
+    # machine (--max-seconds stays, as a safety cap). No warm-up: every row counts. What the rate is depends
+    # on the machine: the bench's business, not this test's.
+    monkeypatch.setattr(harness, "WARMUP_S", 0.0)
+    commands, real_run = [], harness.run_python
+
+    def by_steps(*args: str, timeout: float, env=None):
+        commands.append(args)
+        cap = args.index("--max-seconds")
+        steps = ("--max-steps", str(MAX_STEPS), "--set", f"metrics_interval_steps={ROW_EVERY}")
+        return real_run(
+            *args[:cap], "--max-seconds", "240", *steps, *args[cap + 2 :], timeout=timeout, env=env
+        )
+
+    monkeypatch.setattr(harness, "run_python", by_steps)
+    run = ours_throughput(1, 2, 5.0, tmp_path)
+    command = commands[0]
+    option = lambda name: command[command.index(name) + 1]  # noqa: E731
+    assert (option("--workers"), option("--envs-per-worker"), option("--backend")) == ("1", "2", "local")
+    assert option("--max-seconds") == "6.0" and "target_return=none" in command  # 5 s + warm-up + 1 s
+    first_dir = Path(option("--run-dir"))
+    rows, metrics = metrics_rows(first_dir), (first_dir / "metrics.csv").read_text()
+    assert [step for _, step in rows] == list(range(ROW_EVERY, MAX_STEPS + 1, ROW_EVERY))
+    seconds = rows[-1][0] - rows[0][0]
+    steps = MAX_STEPS - ROW_EVERY
+    assert run == {
+        "policy_lag_mean": 0.0,  # one worker: nobody else's updates land in between
+        "global_lag_mean": None,  # no sync.csv: that is Ray's
+        "workers": 1,
+        "envs_per_worker": 2,
+        "t_max": None,
+        "steps": steps,
+        "seconds": seconds,
+        "steps_per_s": steps / seconds,
+    }
+
+    # The bench repeats each setting: the second run must not collide with the first. It gets a run dir of
+    # its own, new at its start; there the same metrics (the first run's, replayed) give the same result.
+    fresh = []
+
+    def replay(*args: str, timeout: float, env=None):
+        commands.append(args)
+        run_dir = Path(args[args.index("--run-dir") + 1])
+        fresh.append(not run_dir.exists())
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "metrics.csv").write_text(metrics)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(harness, "run_python", replay)
+    assert ours_throughput(1, 2, 5.0, tmp_path) == run
+    second_dir = Path(commands[1][commands[1].index("--run-dir") + 1])
+    assert fresh == [True] and second_dir.parent == first_dir.parent and second_dir != first_dir
 
 
 @pytest.mark.slow
@@ -102,32 +162,79 @@ def test_peer_throughput_command_prints_one_json_result():
     assert result["envs"] == 4 and result["steps"] > 0 and result["steps_per_s"] > 0
 
 
-@pytest.mark.slow
+# What each timed collaborator of an update costs on the breakdown's clock, in its seconds; "other" is what
+# Learner.update costs beyond them. Whole numbers: every sum and difference of times is exact.
+COSTS = {"env": 1, "policy": 2, "rollout": 4, "loss": 8, "clip": 16, "step": 32, "pull": 64, "other": 128}
+
+
+class BreakdownClock:
+    """``perf_counter`` for the breakdown: it stands still but for the collaborators of an update, each of
+    which moves it on by its cost in COSTS when it returns. ``calls`` counts them from the breakdown's first
+    reading on (its measurement; the warm-up before it does not count), ``steps`` the env steps of the
+    updates measured."""
+
+    def __init__(self):
+        self.now, self.measuring, self.calls, self.steps = 0.0, False, Counter(), 0
+
+    def perf_counter(self) -> float:
+        self.measuring = True
+        return self.now
+
+    def costing(self, fn, key: str):
+        def call(*args, **kwargs):
+            result = fn(*args, **kwargs)
+            self.now += COSTS[key]
+            self.calls[key] += self.measuring
+            if key == "other":
+                self.steps += result.steps * self.measuring
+            return result
+
+        return call
+
+
 def test_breakdown_parts_add_up(monkeypatch):
-    # The breakdown's "other" is its total minus its parts, so its parts always add up to its total; check
-    # both against each update's own wall time, measured here around Learner.update.
+    # On a clock that only its collaborators move, each part of the breakdown is exactly what they cost: each
+    # timer wraps what it names, once (a part counted twice, or one left out, changes a figure); the parts and
+    # "other" (Learner.update's own cost) add up to the total; and the steps per second are the steps over it.
+    import a3c.algo.learner.learner as learner_module
+    import a3c.tools.bench.breakdown as breakdown_module
     from a3c.algo.learner.learner import Learner
-    from a3c.tools.bench.breakdown import breakdown
 
-    warmup, timed, real_update = 5, [], Learner.update
+    clock = BreakdownClock()
+    monkeypatch.setattr(breakdown_module, "time", SimpleNamespace(perf_counter=clock.perf_counter))
+    real_init = Learner.__init__
 
-    def update(self):
-        start = time.perf_counter()
-        result = real_update(self)
-        timed.append((time.perf_counter() - start, result.steps))
-        return result
+    def init(self, *args, **kwargs):  # what the breakdown wraps (the same attributes), made to cost
+        real_init(self, *args, **kwargs)
+        self.collector.envs.step = clock.costing(self.collector.envs.step, "env")
+        self.policy = clock.costing(self.policy, "policy")
+        self.collector.collect = clock.costing(self.collector.collect, "rollout")
+        self.numpy_grad.loss_and_grad = clock.costing(self.numpy_grad.loss_and_grad, "loss")
+        self.optimizer.step = clock.costing(self.optimizer.step, "step")
 
-    monkeypatch.setattr(Learner, "update", update)
-    parts = breakdown(seconds=1.0, warmup_updates=warmup)
-    measured = timed[warmup:]
-    wall_us = sum(t for t, _ in measured) / sum(steps for _, steps in measured) * 1e6
-    assert parts["total_us"] == pytest.approx(wall_us, rel=0.1)
-    assert parts["steps_per_s"] == pytest.approx(1e6 / wall_us, rel=0.1)
-    named = [k for k in parts if k.endswith("_us") and k not in ("total_us", "other_us")]
-    assert all(parts[k] >= 0 for k in named), parts
-    # The timed parts cover most of an update and never more than all of it (no part counted twice).
-    assert 0.7 * wall_us <= sum(parts[k] for k in named) <= 1.02 * wall_us, (parts, wall_us)
-    assert parts["env_step_us"] > 0 and parts["loss_and_gradient_us"] > 0
+    monkeypatch.setattr(Learner, "__init__", init)
+    monkeypatch.setattr(Learner, "update", clock.costing(Learner.update, "other"))
+    for name, key in (("clip_flat_grad", "clip"), ("pull_weights", "pull")):
+        monkeypatch.setattr(learner_module, name, clock.costing(getattr(learner_module, name), key))
+    parts = breakdown_module.breakdown(seconds=2000.0, warmup_updates=2)  # seconds of this clock
+
+    n, steps = clock.calls, clock.steps
+    assert all(n[key] > 0 for key in COSTS), n  # each of them ran in the measurement
+    per_step = lambda key: n[key] * COSTS[key] / steps * 1e6  # noqa: E731  µs per step, as the breakdown
+    total = sum(n[key] * COSTS[key] for key in COSTS)  # every update, measured whole: nothing else moves it
+    expected = {
+        "env_step_us": per_step("env"),
+        "policy_forward_us": per_step("policy"),
+        "sampling_and_buffers_us": per_step("rollout"),  # collect's own cost, without the env's and policy's
+        "loss_and_gradient_us": per_step("loss"),
+        "clip_us": per_step("clip"),
+        "optimizer_step_us": per_step("step"),
+        "weight_pull_us": per_step("pull"),
+        "total_us": total / steps * 1e6,
+        "steps_per_s": steps / total,
+    }
+    assert {k: parts[k] for k in expected} == expected
+    assert parts["other_us"] == pytest.approx(per_step("other"), rel=1e-12)  # total minus the parts, rounded
 
 
 def test_breakdown_names_the_network_it_timed():
