@@ -5,11 +5,19 @@ run ``a3c`` and probe processes are tests/helpers.py's."""
 from __future__ import annotations
 
 import multiprocessing.resource_tracker
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from a3c.runtime.context import ONE_THREAD
+
+# One thread per math library in the test processes too, as in every a3c child, set before torch or numpy
+# is imported: up to three pytest processes share 2 cores, and a thread pool beside a busy process spins
+# (docs/testing.md: the unit tests of tests/algo and tests/envs took 37 CPU-s on two threads, 19 on one).
+os.environ.update(ONE_THREAD)
 
 # The helpers' own asserts report their values as a test's do.
 pytest.register_assert_rewrite("tests.helpers", "tests.leaks", "tests.algo.small_model")

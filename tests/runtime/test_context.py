@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 try:  # the child imports its target by module name; this works whether or not tests/ is a package
@@ -30,3 +32,26 @@ def test_forkserver_children_run_one_thread_per_library():
             child.join(timeout=10)
     assert report["env"] == ONE_THREAD
     assert report["torch_threads"] == 1
+
+
+def test_the_forkserver_starts_with_one_thread_per_library_and_the_callers_environment_comes_back(
+    monkeypatch,
+):
+    # The test processes themselves run one thread per library (tests/conftest.py), so the child above would
+    # see ONE_THREAD even if start_early did not set it: here the caller's values differ, and are checked.
+    from multiprocessing import forkserver
+
+    from a3c.runtime import context
+
+    seen: dict[str, str | None] = {}
+    monkeypatch.setattr(forkserver, "set_forkserver_preload", lambda modules: None)
+
+    def ensure_running() -> None:
+        seen.update({name: os.environ.get(name) for name in context.ONE_THREAD})
+
+    monkeypatch.setattr(forkserver, "ensure_running", ensure_running)
+    for name in context.ONE_THREAD:
+        monkeypatch.setenv(name, "4")
+    context.start_early()
+    assert seen == context.ONE_THREAD
+    assert {name: os.environ[name] for name in context.ONE_THREAD} == dict.fromkeys(context.ONE_THREAD, "4")
