@@ -324,3 +324,27 @@ def assert_continuous(path: Path, before_kill: list[dict[str, str]], step: int, 
     covered = [r for r in before_kill if int(r["global_step"]) <= step and float(r["wall_time"]) <= wall]
     assert table[: len(covered)] == covered, f"{path.name}: rows lost or doubled"
     assert all(float(r["wall_time"]) >= wall for r in table[len(covered) :]), f"{path.name}: an old row twice"
+
+
+def train_serial_fixed_length(run_dir: Path, max_steps: int):
+    """``run_serial_fixed_length``'s run in this process (``a3c.train``): the same run dir, without an
+    interpreter and torch to start; its ``a3c.Run``, finished (exit 0)."""
+    import a3c
+
+    env_id = "tests.testing_envs:FixedLength-v0"
+    run = a3c.train(env_id, run_dir=run_dir, serial=True, max_steps=max_steps, eval_interval=0.2)
+    assert run.exit_code == 0, run.summary
+    return run
+
+
+def call_a3c_train(*args: str) -> subprocess.CompletedProcess:
+    """``a3c train ARGS`` with ``--serial`` in this process (``call_a3c``): a serial run starts no process.
+    Its trainer sets torch's thread count (to one); the caller's is given back, as ``a3c.train`` does."""
+    import torch
+
+    assert "--serial" in args, "only a serial run starts no process"
+    threads = torch.get_num_threads()
+    try:
+        return call_a3c("train", *args)
+    finally:
+        torch.set_num_threads(threads)

@@ -11,7 +11,6 @@ import multiprocessing.resource_tracker
 import os
 import re
 import subprocess
-import sys
 import time
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -24,12 +23,11 @@ from a3c.core.config import Config
 from a3c.rundir.files import default_run_dir
 from a3c.rundir.tensorboard import EVAL_TAGS, METRIC_TAGS
 from tests.helpers import (
-    a3c_env,
     call_a3c,
+    call_a3c_train,
     data_rows,
     descendants,
     read_json,
-    run_a3c,
     shm_entries,
     shm_left,
 )
@@ -55,7 +53,7 @@ def test_default_run_dir_is_runs_env_stamp_seed():
     assert default_run_dir("a:b-v0", 0, root=Path("/x")).parent == Path("/x/a:b-v0")
 
 
-# -- one real --serial run in a fresh cwd, without --run-dir, with TensorBoard on --
+# -- one --serial run in a fresh cwd, without --run-dir, with TensorBoard on (in this process) --
 
 # confirm_episodes=0 and a target every CartPole evaluation reaches: each evaluation round is a solve that
 # plays no confirmation round (a3c/runtime/eval_rounds.py), and best.pt goes to the highest of those means
@@ -68,19 +66,14 @@ SERIAL_ARGS = (
 
 @pytest.fixture(scope="module")
 def serial_run(tmp_path_factory):
-    """Runs SERIAL_ARGS in an empty cwd (so the default run dir lands there). Yields (result, cwd, run dirs
-    found, (start, end)). That a serial run starts no child is proven in-process, where any attempt to start
-    one fails (``test_serial_starts_no_child_process_in_process``)."""
+    """Runs SERIAL_ARGS in this process (it starts none: ``test_serial_starts_no_child_process_in_process``)
+    with an empty cwd, so the default run dir lands there. Yields (result, cwd, run dirs found, (start, end)).
+    """
     cwd = tmp_path_factory.mktemp("cwd")
     start = time.time()
-    done = subprocess.run(
-        [sys.executable, "-m", "a3c", *SERIAL_ARGS.split()],
-        cwd=cwd,
-        env=a3c_env(),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        done = call_a3c_train(*SERIAL_ARGS.split()[1:])
     end = time.time()
     runs = list((cwd / "runs").glob("*/*")) if (cwd / "runs").is_dir() else []
     return (done.returncode, done.stdout, done.stderr), cwd, runs, (start, end)
@@ -274,19 +267,20 @@ def file_set(run: Path) -> set[str]:
 
 
 @pytest.mark.slow
-def test_force_replaces_an_earlier_run(run_dir, token):
-    base = ["train", "--env", "CartPole-v1", "--serial", "--eval-interval", "30", "--quiet", "--run-dir"]
-    first = run_a3c(*base, str(run_dir), "--seed", "1", "--max-steps", "640", "--tensorboard", token=token)
+def test_force_replaces_an_earlier_run(run_dir):
+    # In this process: serial runs start none.
+    base = ["--env", "CartPole-v1", "--serial", "--eval-interval", "30", "--quiet", "--run-dir"]
+    first = call_a3c_train(*base, str(run_dir), "--seed", "1", "--max-steps", "640", "--tensorboard")
     assert first.returncode == 0, first.stderr
     old_files = file_set(run_dir)
     old_steps = {p.name for p in (run_dir / "checkpoints").glob("step-*.pt")}
     assert old_steps and any(f.startswith("tensorboard/") for f in old_files)
 
-    refused = call_a3c(*base, str(run_dir), "--seed", "2", "--max-steps", "320")
+    refused = call_a3c("train", *base, str(run_dir), "--seed", "2", "--max-steps", "320")
     assert refused.returncode == 2 and "--force" in refused.stderr  # without --force it is kept
     assert file_set(run_dir) == old_files
 
-    second = run_a3c(*base, str(run_dir), "--seed", "2", "--max-steps", "320", "--force", token=token)
+    second = call_a3c_train(*base, str(run_dir), "--seed", "2", "--max-steps", "320", "--force")
     assert second.returncode == 0, second.stderr
     files = file_set(run_dir)
     # The old run's files are gone: its TensorBoard events and its checkpoint history.
@@ -296,7 +290,7 @@ def test_force_replaces_an_earlier_run(run_dir, token):
     # ... and the new run is whole and only itself.
     summary, config = read_json(run_dir / "summary.json"), read_json(run_dir / "config.json")
     assert config["seed"] == 2 and config["max_steps"] == 320 and config["tensorboard"] is False
-    assert summary["exit_reason"] == "max_steps" and 320 <= summary["total_steps"] < 640
+    assert (summary["exit_reason"], summary["total_steps"]) == ("max_steps", 320)  # 32 updates of 10
     assert summary["episodes"] == data_rows(run_dir / "episodes.csv")
     last = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
     assert last["global_step"] == summary["total_steps"] and last["config"]["seed"] == 2

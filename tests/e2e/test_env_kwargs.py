@@ -1,7 +1,8 @@
 """``--config`` and ``--env-kwarg`` end to end: LunarLander-v3 named in a config file, with
 ``continuous=true`` on the command line, trains a Gaussian policy, and every
 env of the run and of the commands after it (the evaluator, ``a3c evaluate``, ``a3c export``, a resume) is
-made with the same keyword arguments, read from the run's config."""
+made with the same keyword arguments, read from the run's config. The commands run in this process: serial
+runs, evaluate and export start no process."""
 
 from __future__ import annotations
 
@@ -13,17 +14,17 @@ import torch
 import a3c
 from a3c.rundir.checkpoints import load_policy
 from envs import make_env
-from tests.helpers import call_a3c, read_json, require_extra, run_a3c
+from tests.helpers import call_a3c, call_a3c_train, read_json, require_extra
 
 pytestmark = pytest.mark.slow
 
 
-def test_continuous_lunar_lander_trains_evaluates_exports_and_resumes_with_its_kwargs(tmp_path, token):
+def test_continuous_lunar_lander_trains_evaluates_exports_and_resumes_with_its_kwargs(tmp_path):
     require_extra("Box2D", "box2d")
     run_dir, config_file = tmp_path / "run", tmp_path / "my.toml"
     config_file.write_text('env_id = "LunarLander-v3"\nt_max = 16\neval_interval_steps = 1500\n')
-    args = ["train", "--config", str(config_file), "--env-kwarg", "continuous=true", "--serial", "--quiet"]
-    done = run_a3c(*args, "--max-steps", "3000", "--run-dir", str(run_dir))
+    args = ["--config", str(config_file), "--env-kwarg", "continuous=true", "--serial", "--quiet"]
+    done = call_a3c_train(*args, "--max-steps", "3000", "--run-dir", str(run_dir))
     assert done.returncode == 0, done.stderr
     config = read_json(run_dir / "config.json")
     assert config["env_kwargs"] == {"continuous": True} and config["t_max"] == 16  # from the file
@@ -56,6 +57,7 @@ def test_continuous_lunar_lander_trains_evaluates_exports_and_resumes_with_its_k
     # A resume keeps them: another value is refused before anything changes, the same one continues.
     refused = call_a3c("train", "--resume", str(run_dir), "--env-kwarg", "continuous=false")
     assert refused.returncode == 2 and "env_kwargs {'continuous': False} does not match" in refused.stderr
-    resumed = run_a3c("train", "--resume", str(run_dir), "--serial", "--quiet", "--max-steps", "4000")
+    resumed = call_a3c_train("--resume", str(run_dir), "--serial", "--quiet", "--max-steps", "4000")
     assert resumed.returncode == 0, resumed.stderr
-    assert read_json(run_dir / "summary.json")["total_steps"] >= 4000
+    assert read_json(run_dir / "summary.json")["total_steps"] == 4032  # 63 updates of 4 envs x 16 steps
+    assert read_json(run_dir / "config.json")["env_kwargs"] == {"continuous": True}

@@ -20,7 +20,7 @@ from a3c.rundir.checkpoints import load_policy
 from envs import make_vector_env
 from tests.front.test_cli import call
 from tests.front.test_export import a3c_actions, assert_same_actions, random_checkpoint
-from tests.helpers import ROOT, require_extra, run_a3c
+from tests.helpers import ROOT, call_a3c, require_extra, run_a3c
 
 pytestmark = pytest.mark.slow
 
@@ -113,24 +113,30 @@ def docs_client() -> str:
     return text.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-# Seeded serial runs with step budgets (bit-reproducible: the same best.pt on any machine). CartPole stops at
-# a return of 150, so that best.pt's 20 episodes differ from one another: measured (--serial, an evaluation
-# every 1,000 steps, seeds 0-9, 2026-12-02) it solves at 1k-16k steps (median 9k), and best.pt then scores
-# a mean 171.7-500 (median 311.9) on the 20 episodes below; seed 0: 8k steps, 365.85 (216-500). Budget
-# 50k, 3x the slowest. Pendulum trains 40k steps with its preset's observation normalisation and tanh.
+# Seeded serial runs with step budgets (bit-reproducible: the same best.pt on any machine), in this process.
+# CartPole stops at a return of 150, so that best.pt's 20 episodes differ from one another: measured
+# (--serial, an evaluation every 1,000 steps, seeds 0-9, 2026-12-02) it solves at 1k-16k steps (median 9k),
+# and best.pt then scores a mean 171.7-500 (median 311.9) on the 20 episodes below; seed 0: 8k steps, 365.85
+# (216-500). Budget 50k, 3x the slowest. Pendulum trains 10k steps with its preset's observation
+# normalisation and tanh: its best.pt is the one a 40k-step run keeps (evaluated every 10k steps, seed 0, its
+# later evaluations scored lower: -981.5, then -1314.1, -1253.9, -1178.3).
 TRAINED = {
-    "CartPole-v1": ["--target-return", "150", "--max-steps", "50000", "--set", "eval_interval_steps=1000"],
-    "Pendulum-v1": ["--max-steps", "40000", "--set", "eval_interval_steps=10000"],
+    "CartPole-v1": {"target_return": 150, "max_steps": 50_000, "eval_interval_steps": 1000},
+    "Pendulum-v1": {"max_steps": 10_000, "eval_interval_steps": 10_000},
 }
 
 
 @pytest.fixture(scope="module", params=list(TRAINED))
 def trained_run(request, tmp_path_factory) -> Path:
     """A short seeded serial run's dir: its best.pt has learned a little."""
+    import a3c
+
     run_dir = tmp_path_factory.mktemp("trained") / "run"
-    args = ["train", "--env", request.param, "--serial", "--seed", "0", "--quiet", *TRAINED[request.param]]
-    done = run_a3c(*args, "--max-seconds", "120", "--run-dir", str(run_dir), timeout=180)  # a safety cap
-    assert done.returncode == 0, done.stderr
+    # max_seconds: a safety cap only.
+    run = a3c.train(
+        request.param, run_dir=run_dir, serial=True, seed=0, max_seconds=120, **TRAINED[request.param]
+    )
+    assert run.exit_code == 0, run.summary
     return run_dir
 
 
@@ -138,10 +144,13 @@ def test_a_client_without_torch_or_a3c_plays_what_a3c_evaluate_plays(tmp_path, t
     require_extra("onnxruntime", "export")
     require_extra("onnx", "export")
     env_id = json.loads((trained_run / "config.json").read_text())["env_id"]
-    exported = run_a3c("export", str(trained_run), "-o", str(tmp_path / "policy.onnx"), timeout=120)
+    # Export as a real command once (a fresh process imports what export needs on its own), then in this
+    # process; evaluate in this process (tests/e2e/test_video.py runs it as a real command).
+    export = ("export", str(trained_run), "-o", str(tmp_path / "policy.onnx"))
+    exported = run_a3c(*export, timeout=120) if env_id == "CartPole-v1" else call_a3c(*export)
     assert exported.returncode == 0, exported.stderr
-    evaluated = run_a3c(
-        "evaluate", str(trained_run), "--episodes", str(EPISODES), "--seed", str(SEED), "--json", timeout=120
+    evaluated = call_a3c(
+        "evaluate", str(trained_run), "--episodes", str(EPISODES), "--seed", str(SEED), "--json"
     )
     assert evaluated.returncode == 0, evaluated.stderr
     evaluation = json.loads(evaluated.stdout)
@@ -188,7 +197,7 @@ def test_pong_conv_policies_export_with_their_state(tmp_path, lstm_size, frame_s
     require_extra("onnx", "export")
     fields = {"model": "cnn", "lstm_size": lstm_size, "frame_stack": frame_stack}
     checkpoint = random_checkpoint(tmp_path / "policy.pt", "ALE/Pong-v5", **fields)
-    for name in ("policy.onnx", "policy.ts"):  # in this process: the CLI's own run is tested above
+    for name in ("policy.onnx", "policy.ts"):  # in this process, as above
         assert call("export", str(checkpoint), "-o", str(tmp_path / name)) == 0
     saved = load_policy(checkpoint)
     observations = pong_observations(frame_stack)  # 3 envs: not the batch of 2 the export traced with

@@ -14,6 +14,7 @@ import pytest
 
 from a3c.core.cpus import auto_workers
 from a3c.rundir.resume import load_resume_checkpoint
+from a3c.training.options import train_setup
 from tests.e2e.test_reliability import assert_continuous
 from tests.helpers import (
     ROOT,
@@ -46,18 +47,23 @@ def fresh_run(run_dir, token: str, allowed: set[int]) -> subprocess.CompletedPro
 
 def test_a_fresh_run_takes_one_worker_per_usable_cpu(tmp_path, token):
     # Two of the CPUs this test may use (all of them on the 2-core dev machine), then one: the count follows
-    # the affinity mask, whatever the machine's size.
+    # the affinity mask, whatever the machine's size. Two: a3c train's setup, in this process under that mask
+    # (what a run then does with its count is the one-CPU run's proof); one: a real run pinned to one CPU.
     mine = sorted(os.sched_getaffinity(0))
     if len(mine) < 2:
         pytest.skip("needs two usable CPUs")
-    two = fresh_run(tmp_path / "two", token, set(mine[:2]))
-    assert two.returncode == 0, two.stderr
-    assert read_json(tmp_path / "two" / "config.json")["workers"] == auto_workers(2) == 2
-    assert "workers: 2 (auto: one per CPU this process may use" in two.stderr
+    try:
+        os.sched_setaffinity(0, set(mine[:2]))
+        two = train_setup(
+            "CartPole-v1", {}, (), run_dir=tmp_path / "two", force=False, resume=None, serial=False
+        )
+    finally:
+        os.sched_setaffinity(0, mine)
+    assert (two.config.workers, two.auto_workers) == (auto_workers(2), True) and auto_workers(2) == 2
     pinned = fresh_run(tmp_path / "pinned", token, {mine[0]})
     assert pinned.returncode == 0, pinned.stderr
     assert read_json(tmp_path / "pinned" / "config.json")["workers"] == 1
-    assert "workers: 1 (auto" in pinned.stderr
+    assert "workers: 1 (auto: one per CPU this process may use" in pinned.stderr
     assert {int(r["worker"]) for r in csv_rows(tmp_path / "pinned" / "episodes.csv")} == {0}
 
 

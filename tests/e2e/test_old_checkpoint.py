@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import ROOT, run_a3c
+from tests.helpers import ROOT, call_a3c, call_a3c_train
 
 OLD_RUN = ROOT / "tests" / "fixtures" / "old_run"
 
@@ -23,12 +23,12 @@ def test_the_fixture_is_plain_data_with_no_module_paths():
         assert data["format"] == "a3c-checkpoint" and data["config"]["env_id"] == "CartPole-v1"
 
 
-@pytest.mark.slow
-def test_an_old_best_pt_evaluates(token):
+@pytest.mark.slow  # plays episodes (in this process: evaluate starts none)
+def test_an_old_best_pt_evaluates():
     # `a3c evaluate --seed S` plays the same greedy episodes every time, so the returns are exact. The old
     # best.pt (100.3 over 10 episodes when saved; a random policy scores ~22) measured with --seed 0-9, 3
     # episodes each: means 78.3-114.3, episodes 65-144; --seed 0: 77, 79 and 89.
-    result = run_a3c("evaluate", str(OLD_RUN), "--episodes", "3", "--seed", "0", "--json", token=token)
+    result = call_a3c("evaluate", str(OLD_RUN), "--episodes", "3", "--seed", "0", "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["episodes"] == 3 and report["seed"] == 0, report
@@ -36,15 +36,14 @@ def test_an_old_best_pt_evaluates(token):
     assert report["mean_return"] == pytest.approx(245 / 3), report
 
 
-@pytest.mark.slow
-def test_an_old_run_resumes(tmp_path: Path, token):
+@pytest.mark.slow  # trains (in this process)
+def test_an_old_run_resumes(tmp_path: Path):
     run_dir = tmp_path / "old_run"
     shutil.copytree(OLD_RUN, run_dir)
     before = json.loads((run_dir / "summary.json").read_text())
     assert (before["total_steps"], before["total_updates"]) == (2016, 63)  # 4 envs x t_max 8 = 32 a update
     old_weights = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)["model_state"]
-    args = ["train", "--resume", str(run_dir), "--serial", "--max-steps", "2616", "--quiet"]
-    result = run_a3c(*args, token=token, timeout=180)
+    result = call_a3c_train("--resume", str(run_dir), "--serial", "--max-steps", "2616", "--quiet")
     assert result.returncode == 0, result.stderr
     # It continued the old run (serial, as it was made; a resume is serial only when asked): 19 more updates
     # of 32 steps, the first at or past 2,616, from the old counters and weights.

@@ -9,18 +9,21 @@ import signal
 
 import pytest
 
-from tests.helpers import data_rows, end, read_json, run_a3c, start_cartpole, wait_until
+from tests.helpers import call_a3c_train, data_rows, end, read_json, start_cartpole, wait_until
 
 pytestmark = pytest.mark.slow
 
 
 def test_a_second_writer_is_refused_while_the_run_lives(run_dir, token):
+    # The trainer is a real process; the second writers are commands in this process, refused before they
+    # start anything (--serial and a step budget: were one not refused, it would start no process either).
     proc = start_cartpole(run_dir, token)
     try:
         config_before = (run_dir / "config.json").read_bytes()
-        resume = run_a3c("train", "--resume", str(run_dir), "--max-steps", "1", "--quiet", token=token)
-        force = run_a3c("train", "--env", "CartPole-v1", "--run-dir", str(run_dir), "--force", "--quiet",
-                        token=token)  # fmt: skip
+        resume = call_a3c_train("--resume", str(run_dir), "--serial", "--max-steps", "1", "--quiet")
+        force = call_a3c_train(
+            "--env", "CartPole-v1", "--run-dir", str(run_dir), "--force", "--serial", "--max-steps", "1"
+        )
         for option, refused in (("--resume", resume), ("--force", force)):
             assert refused.returncode == 2, refused.stderr
             assert refused.stderr.strip().splitlines() == [
@@ -35,9 +38,9 @@ def test_a_second_writer_is_refused_while_the_run_lives(run_dir, token):
     finally:
         end(proc)
     assert proc.returncode == 130, err
+    # Once it has ended, the same run dir resumes (serially, in this process: 10 steps an update).
     step = read_json(run_dir / "summary.json")["total_steps"]
-    resumed = run_a3c(
-        "train", "--resume", str(run_dir), "--max-steps", str(step + 2000), "--quiet", token=token
-    )
+    resumed = call_a3c_train("--resume", str(run_dir), "--serial", "--max-steps", str(step + 2000), "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     assert read_json(run_dir / "config.json")["resumes"] == 1
+    assert read_json(run_dir / "summary.json")["total_steps"] == step + 2000

@@ -1,25 +1,55 @@
 """``a3c tune`` as a user runs it: a short study on CartPole that resumes to more trials, survives a killed
-trial, prints its table, and writes a preset that ``a3c train`` trains with. Needs the ``tune`` extra."""
+trial, prints its table, and writes a preset that ``a3c train`` trains with. Needs the ``tune`` extra.
+
+The killed study is a real command (spawned workers, as by default); the others run in this process with
+serial trials (``--serial``: they start no process), which saves a process and its imports per call."""
 
 from __future__ import annotations
 
 import os
 import signal
 import tomllib
+from pathlib import Path
 
 import pytest
+import torch
 
-from tests.helpers import data_rows, end, popen_a3c, read_json, require_extra, run_a3c, wait_until
+import a3c
+from tests.helpers import call_a3c, data_rows, end, popen_a3c, read_json, require_extra, wait_until
 
 pytestmark = pytest.mark.slow
 
-TRIAL = ["--env", "CartPole-v1", "--trial-seconds", "2", "--seed", "0"]
+TRIAL = ["--env", "CartPole-v1", "--seed", "0"]
 
 
-def tune(study_dir, token, trials: int, *extra: str):
+def tune(study_dir: Path, trials: int, seconds: float = 1.0) -> str:
+    """``a3c tune --serial`` in this process; its stdout. The study's lock, which the command holds until its
+    process exits, is released when it returns, as at that exit (else the next call here would be refused);
+    so is the torch thread count its serial trials set."""
     require_extra("optuna", "tune")
-    args = ["tune", *TRIAL, "--trials", str(trials), "--study-dir", str(study_dir), *extra]
-    result = run_a3c(*args, timeout=300, token=token)
+    import a3c.tools.tune as tune_module
+
+    held: list[int] = []
+    lock_study = tune_module.lock_study
+    threads = torch.get_num_threads()
+    args = [
+        "--trial-seconds",
+        str(seconds),
+        "--trials",
+        str(trials),
+        "--study-dir",
+        str(study_dir),
+        "--serial",
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tune_module, "lock_study", lambda folder: held.append(lock_study(folder)) or held[-1])
+        try:
+            result = call_a3c("tune", *TRIAL, *args)
+        finally:
+            for fd in held:
+                os.close(fd)
+            torch.set_num_threads(threads)
+    assert held, "the study was not locked"
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
@@ -31,9 +61,9 @@ def table_rows(stdout: str) -> list[list[str]]:
     return [row for row in rows if row and row[0].isdigit()]
 
 
-def test_a_study_resumes_to_more_trials_and_its_preset_trains(tmp_path, token, monkeypatch):
+def test_a_study_resumes_to_more_trials_and_its_preset_trains(tmp_path, monkeypatch):
     study = tmp_path / "study"
-    first = tune(study, token, 2, "--serial")
+    first = tune(study, 2)
     assert [row[:2] for row in table_rows(first)] == [["0", "COMPLETE"], ["1", "COMPLETE"]]
     assert (study / "study.db").is_file() and (study / "best-preset.toml").is_file()
     for number in (0, 1):  # each trial is an ordinary run dir: a3c runs / plot / the notebook read it
@@ -41,13 +71,13 @@ def test_a_study_resumes_to_more_trials_and_its_preset_trains(tmp_path, token, m
         assert read_json(trial / "summary.json")["exit_reason"] in ("max_seconds", "solved")
         assert data_rows(trial / "eval.csv") >= 1 and data_rows(trial / "episodes.csv") >= 1
 
-    more = tune(study, token, 3, "--serial")
+    more = tune(study, 3)
     assert [row[0] for row in table_rows(more)] == ["0", "1", "2"] and "trial 2: complete" in more
     assert (
         len({row[4] for row in table_rows(more)}) == 3
     )  # the resumed sampler drew a new point, not trial 0's
 
-    again = tune(study, token, 3, "--serial")
+    again = tune(study, 3)
     assert "trial 3" not in again and table_rows(again) == table_rows(more)  # already reached: the table only
     assert not (study / "trial-003").exists()
 
@@ -57,34 +87,21 @@ def test_a_study_resumes_to_more_trials_and_its_preset_trains(tmp_path, token, m
     presets.mkdir()
     (presets / "CartPole-v1.toml").write_text((study / "best-preset.toml").read_text())
     monkeypatch.setattr("envs.presets.PRESET_DIR", presets)
-    from a3c.cli import main
-
-    with pytest.raises(SystemExit) as exit_info:
-        main(
-            [
-                "train",
-                "--env",
-                "CartPole-v1",
-                "--serial",
-                "--max-steps",
-                "2000",
-                "--run-dir",
-                str(tmp_path / "run"),
-            ]
-        )
-    assert exit_info.value.code == 0
-    config = read_json(tmp_path / "run" / "config.json")
+    run = a3c.train("CartPole-v1", run_dir=tmp_path / "run", serial=True, max_steps=2000)
+    assert run.exit_code == 0
+    config = run.config
     assert {key: config[key] for key in preset} == {
         **preset,
         **({"workers": 1} if "workers" in preset else {}),
     }
-    assert config["workers"] == 1  # --serial trains one worker, whatever the preset says
+    assert config["workers"] == 1  # serial trains one worker, whatever the preset says
 
 
 def test_a_killed_trial_does_not_block_the_resume(tmp_path, token):
     require_extra("optuna", "tune")
     study = tmp_path / "study"
-    args = ["tune", *TRIAL, "--trials", "1", "--study-dir", str(study)]  # spawned workers, as by default
+    # A real command, with spawned workers as by default.
+    args = ["tune", *TRIAL, "--trial-seconds", "2", "--trials", "1", "--study-dir", str(study)]
     proc = popen_a3c(*args, token=token)
     try:
         wait_until(proc, lambda: data_rows(study / "trial-000" / "episodes.csv") >= 5, timeout=120)
@@ -94,7 +111,7 @@ def test_a_killed_trial_does_not_block_the_resume(tmp_path, token):
         proc.wait(timeout=30)
     finally:
         end(proc)
-    resumed = tune(study, token, 1)
+    resumed = tune(study, 1)
     assert "trial 0: was left running by an interrupted a3c tune; marked failed" in resumed
     assert [row[:2] for row in table_rows(resumed)] == [["0", "FAIL"], ["1", "COMPLETE"]]
     assert read_json(study / "trial-001" / "summary.json")["exit_reason"] in ("max_seconds", "solved")

@@ -8,22 +8,23 @@ import json
 
 import pytest
 
-from tests.helpers import read_json, run_a3c
+import a3c
+from tests.helpers import read_json
 
 pytestmark = pytest.mark.slow
 
 
-def test_a_module_registered_env_learns_on_derived_defaults(run_dir, token):
+def test_a_module_registered_env_learns_on_derived_defaults(run_dir):
     # A seeded serial run with a step budget (bit-reproducible: it solves at the same step on any machine); a
     # random policy scores about -0.6, the target is 0.9. Measured (this command with a 400k budget, seeds
     # 0-9, 2026-12-02): nine seeds solve at 12k-22k steps (median 16k); seed 6 never did (its evaluations
     # stayed at 0.0-0.8 up to 400k steps). Seeds 10-19 all solve, at 10k-14k. Budget 50k, over 2x the slowest
     # solve. Seed 0 solves at 12k (about 3 s). The default 2 Hogwild workers solving within 240 s is
     # tests/learning/test_user_env_learning.py's (not in CI).
-    args = ["train", "--env", "envs.catch:Catch-v0", "--serial", "--seed", "0", "--max-steps", "50000"]
-    args += ["--set", "eval_interval_steps=2000", "--max-seconds", "120", "--quiet"]
-    result = run_a3c(*args, "--run-dir", str(run_dir), timeout=240, token=token)
-    assert result.returncode == 0, result.stderr
+    # In this process: the command line is not the point (max_seconds: a safety cap only).
+    config = {"max_steps": 50_000, "eval_interval_steps": 2000, "max_seconds": 120}
+    run = a3c.train("envs.catch:Catch-v0", run_dir=run_dir, serial=True, seed=0, **config)
+    assert run.exit_code == 0, run.summary
     config = json.loads((run_dir / "config.json").read_text())
     assert (config["target_return"], config["confirm_episodes"], config["reward_scale"]) == (0.9, 100, True)
     summary = read_json(run_dir / "summary.json")

@@ -4,14 +4,13 @@ directory unless the user says so (``--trust-env-module``), in ``a3c evaluate``,
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
 
 from envs import EnvSetupError
 from envs.modules import check_env_module, from_current_directory
-from tests.helpers import a3c_env
+from tests.helpers import call_a3c
 
 EVIL = """
 from pathlib import Path
@@ -69,40 +68,47 @@ def test_the_first_folder_counts_after_a_chdir(in_folder, tmp_path_factory, monk
     assert from_current_directory("evil_envs")  # sys.path[0] still names the start-up folder
 
 
-@pytest.mark.slow
-def test_evaluate_export_and_resume_ask_before_importing_a_checkpoints_module(tmp_path):
-    (tmp_path / "evil_envs.py").write_text(EVIL)
+@pytest.mark.slow  # trains, in this process
+def test_evaluate_export_and_resume_ask_before_importing_a_checkpoints_module(in_folder):
+    # In this process, as under `python -m a3c` in the folder (``in_folder``: the cwd, first on sys.path).
+    # Each refusal comes before anything starts, and in this process "not imported" is also read off
+    # sys.modules; what importing the module leaves here (itself, its registration) is forgotten after use.
+    import gymnasium
 
-    def a3c(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "a3c", *args],
-            cwd=tmp_path,
-            env=a3c_env(),
-            capture_output=True,
-            text=True,
-            timeout=300,
+    import a3c
+
+    (in_folder / "evil_envs.py").write_text(EVIL)
+
+    def forget() -> None:
+        sys.modules.pop("evil_envs", None)
+        gymnasium.registry.pop("Evil-v0", None)
+
+    try:
+        # Named by the caller (as typed on a command line), the module is the user's choice: it is imported.
+        done = a3c.train("evil_envs:Evil-v0", run_dir="run", serial=True, max_steps=300)
+        assert done.exit_code == 0 and "evil_envs" in sys.modules
+        (in_folder / "imported.marker").unlink()
+        forget()
+        for command in (
+            ["evaluate", "run"],
+            ["export", "run", "-o", "p.pt"],
+            ["train", "--resume", "run", "--serial"],
+        ):
+            refused = call_a3c(*command)
+            assert refused.returncode == 2, (command, refused.stderr)
+            assert refused.stderr.startswith("error: ") and "--trust-env-module" in refused.stderr
+            assert len(refused.stderr.splitlines()) == 1 and not (in_folder / "imported.marker").exists()
+            assert "evil_envs" not in sys.modules and not (in_folder / "p.pt").exists()
+        # A config file from someone else names such an env: the same refusal, before the run dir exists.
+        (in_folder / "shared.toml").write_text('env_id = "evil_envs:Evil-v0"\n')
+        refused = call_a3c(
+            "train", "--config", "shared.toml", "--serial", "--max-steps", "100", "--run-dir", "run2"
         )
-
-    # Typed on the command line, the module is the user's choice: it is imported.
-    done = a3c(
-        "train", "--env", "evil_envs:Evil-v0", "--serial", "--max-steps", "300", "--quiet", "--run-dir", "run"
-    )
-    assert done.returncode == 0, done.stderr
-    (tmp_path / "imported.marker").unlink()
-    for command in (
-        ["evaluate", "run"],
-        ["export", "run", "-o", "p.pt"],
-        ["train", "--resume", "run", "--serial"],
-    ):
-        refused = a3c(*command)
-        assert refused.returncode == 2, (command, refused.stderr)
-        assert refused.stderr.startswith("error: ") and "--trust-env-module" in refused.stderr
-        assert len(refused.stderr.splitlines()) == 1 and not (tmp_path / "imported.marker").exists()
-    # A config file from someone else names such an env: the same refusal, before the run dir exists.
-    (tmp_path / "shared.toml").write_text('env_id = "evil_envs:Evil-v0"\n')
-    refused = a3c("train", "--config", "shared.toml", "--serial", "--max-steps", "100", "--run-dir", "run2")
-    assert refused.returncode == 2 and refused.stderr.startswith("error: --config 'shared.toml': its env")
-    assert not (tmp_path / "imported.marker").exists() and not (tmp_path / "run2").exists()
-    trusted = a3c("evaluate", "run", "--episodes", "2", "--trust-env-module")
-    assert trusted.returncode == 0, trusted.stderr
-    assert (tmp_path / "imported.marker").exists()
+        assert refused.returncode == 2 and refused.stderr.startswith("error: --config 'shared.toml': its env")
+        assert not (in_folder / "imported.marker").exists() and not (in_folder / "run2").exists()
+        assert "evil_envs" not in sys.modules
+        trusted = call_a3c("evaluate", "run", "--episodes", "2", "--trust-env-module")
+        assert trusted.returncode == 0, trusted.stderr
+        assert (in_folder / "imported.marker").exists()
+    finally:
+        forget()

@@ -325,14 +325,14 @@ def test_a_checkpoints_config_is_validated_like_a_command_line(capsys, tmp_path)
     )
 
 
-@pytest.mark.slow  # starts a3c (a process importing torch)
+@pytest.mark.slow  # trains (in this process)
 def test_a_run_saved_before_a_bound_existed_still_evaluates_and_resumes_with_the_option(tmp_path):
     # Only what playing needs is checked on load: hang_timeout 2 (below today's bound of 5) belongs to
     # training; a resume validates it with the options given.
-    from tests.helpers import run_serial_fixed_length
+    from tests.helpers import call_a3c_train, train_serial_fixed_length
 
     run = tmp_path / "run"
-    assert run_serial_fixed_length(run, 400).returncode == 0
+    train_serial_fixed_length(run, 400)
     for name in ("last.pt", "best.pt"):
         data = torch.load(run / "checkpoints" / name, weights_only=True)
         data["config"]["hang_timeout"] = 2.0
@@ -340,18 +340,10 @@ def test_a_run_saved_before_a_bound_existed_still_evaluates_and_resumes_with_the
     assert call_a3c("evaluate", str(run), "--episodes", "2").returncode == 0
     refused = call_a3c("train", "--resume", str(run), "--serial", "--max-steps", "800")
     assert refused.returncode == 2 and refused.stderr.startswith("error: hang_timeout: 2.0 is not allowed")
-    args = (
-        "train",
-        "--resume",
-        str(run),
-        "--serial",
-        "--max-steps",
-        "800",
-        "--hang-timeout",
-        "30",
-        "--quiet",
-    )
-    assert run_a3c(*args).returncode == 0
+    resumed = call_a3c_train("--resume", str(run), "--serial", "--max-steps", "800", "--hang-timeout", "30")
+    assert resumed.returncode == 0, resumed.stderr
+    config = json.loads((run / "config.json").read_text())
+    assert (config["hang_timeout"], config["resumes"]) == (30.0, 1)
 
 
 def test_a_checkpoints_spaces_are_checked_before_its_model_is_built(capsys, tmp_path):
@@ -367,12 +359,12 @@ def test_a_checkpoints_spaces_are_checked_before_its_model_is_built(capsys, tmp_
     assert "was trained for spaces" in line and "CartPole-v1 has" in line, line
 
 
-@pytest.mark.slow  # starts a3c (a process importing torch)
+@pytest.mark.slow  # trains (in this process)
 def test_a_resume_with_a_foreign_csv_header_is_one_line(capsys, tmp_path):
-    from tests.helpers import run_serial_fixed_length
+    from tests.helpers import train_serial_fixed_length
 
     run = tmp_path / "run"
-    assert run_serial_fixed_length(run, 400).returncode == 0
+    train_serial_fixed_length(run, 400)
     (run / "episodes.csv").write_text("step,score\n1,2\n")
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     line = bad(capsys, "train", "--resume", str(run), "--serial")
