@@ -71,13 +71,15 @@ evaluate: $(RUN_STAMP)
 
 # As CI runs it (.ci/run): every extra installed, so a test of one that is missing fails instead of skipping;
 # TEST_WORKERS pytest processes side by side (pytest-xdist, a test module's tests in one of them); the 25
-# slowest tests listed at the end.
+# slowest tests listed at the end. Bytecode is cached even where the environment says not to
+# (PYTHONDONTWRITEBYTECODE, set on the dev machine): else every process the suite starts compiles a3c again.
 TEST_WORKERS ?= 3
 test: $(DEV_STAMP)
-	A3C_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
+	PYTHONDONTWRITEBYTECODE= A3C_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
+		--no-loadscope-reorder --durations=25
 
 test-fast: $(DEV_STAMP)
-	$(BIN)/python -m pytest -m "not slow"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m "not slow" -n 2 --dist loadfile
 
 # Multi-process learning curves (Hogwild, Ray) against the clock, each over seeds, with a pass rate per check
 # (docs/testing.md: when to run it). CI does not run it.

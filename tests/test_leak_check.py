@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import TOKEN_VAR, descendants
 from tests.leaks import all_pids, leaked
 
@@ -19,6 +21,7 @@ ORPHAN = (
 )
 
 
+@pytest.mark.slow  # starts two Python processes
 def test_a_grandchild_reparented_out_of_the_tree_is_found_by_the_tests_token(token):
     assert os.environ[TOKEN_VAR] == token  # what every process the test starts inherits
     before = all_pids()

@@ -29,9 +29,9 @@ def fake_run(root: Path, name: str, seed: int, lr: float, env_id: str = "CartPol
     return run
 
 
-@pytest.fixture
-def legends(monkeypatch):
-    """The eval panel's legend labels of every figure that `a3c plot` saves."""
+def spy_on_savefig(monkeypatch, draw: bool) -> list[list[str]]:
+    """The eval panel's legend labels of every figure that `a3c plot` saves; the figure is drawn and written
+    only if ``draw`` (about 1 s a figure, its four panels' layout)."""
     from matplotlib.figure import Figure
 
     saved: list[list[str]] = []
@@ -39,10 +39,23 @@ def legends(monkeypatch):
 
     def spy(fig, *args, **kwargs):
         saved.append(fig.axes[0].get_legend_handles_labels()[1])
-        return save(fig, *args, **kwargs)
+        return save(fig, *args, **kwargs) if draw else None
 
     monkeypatch.setattr(Figure, "savefig", spy)
     return saved
+
+
+@pytest.fixture
+def legends(monkeypatch) -> list[list[str]]:
+    """The legends of the figures `a3c plot` would save, none of them drawn: what the curves are is decided
+    before the draw (test_group_by_draws_one_curve_per_value draws and writes its figure)."""
+    return spy_on_savefig(monkeypatch, draw=False)
+
+
+@pytest.fixture
+def drawn_legends(monkeypatch) -> list[list[str]]:
+    """The legends of the figures `a3c plot` saves, each drawn and written."""
+    return spy_on_savefig(monkeypatch, draw=True)
 
 
 @pytest.fixture
@@ -54,13 +67,13 @@ def two_lrs(tmp_path) -> Path:
     return tmp_path / "runs"
 
 
-def test_group_by_draws_one_curve_per_value(two_lrs, tmp_path, legends):
+def test_group_by_draws_one_curve_per_value(two_lrs, tmp_path, drawn_legends):
     out = tmp_path / "lr.png"
     result = call_a3c("plot", str(two_lrs), "-o", str(out), "--group-by", "lr")
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""  # the grouping was asked for: no warning
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert sorted(legends[0]) == ["lr=0.001 (n=2)", "lr=0.01 (n=2)"]
+    assert sorted(drawn_legends[0]) == ["lr=0.001 (n=2)", "lr=0.01 (n=2)"]
 
 
 def test_group_by_env_id_merges_the_configs_as_asked(two_lrs, tmp_path, legends):
