@@ -78,8 +78,10 @@ test: $(DEV_STAMP)
 	PYTHONDONTWRITEBYTECODE= A3C_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
 		--no-loadscope-reorder --durations=25
 
+# The unit tests: two pytest processes, a test to whichever runs dry first (--dist worksteal: no module-scoped
+# fixture here costs more than the imbalance of whole modules at the end).
 test-fast: $(DEV_STAMP)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m "not slow" -n 2 --dist loadfile
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m "not slow" -n 2 --dist worksteal
 
 # Multi-process learning curves (Hogwild, Ray) against the clock, each over seeds, with a pass rate per check
 # (docs/testing.md: when to run it). CI does not run it.

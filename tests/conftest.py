@@ -4,9 +4,11 @@ run ``a3c`` and probe processes are tests/helpers.py's."""
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing.resource_tracker
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,14 +43,17 @@ def token(_no_leaks_in_test: str) -> str:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _no_leaks_in_session() -> Iterator[str]:
+def _no_leaks_in_session(request: pytest.FixtureRequest) -> Iterator[str]:
     """Session-scoped fixtures (and whatever the whole run starts) leave nothing behind either. The session's
     multiprocessing forkserver and resource tracker start here, under the session's token: started inside a
-    test, they and every child forked from them later would carry that test's token instead."""
+    test, they and every child forked from them later would carry that test's token instead. The forkserver
+    imports torch (2-3 CPU-s), so only a session with slow tests, the ones that start processes, starts it
+    here; a unit test that needs it starts it (its children are still found: they descend from pytest)."""
     from a3c.runtime.context import start_early
 
     with no_leaks("session") as token:
-        start_early()
+        if any(item.get_closest_marker("slow") for item in request.session.items):
+            start_early()
         multiprocessing.resource_tracker.ensure_running()
         yield token
 
@@ -70,6 +75,17 @@ def _no_leaks_in_test() -> Iterator[str]:
         yield token
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _assert_close_without_dtensor() -> None:
+    """torch.testing.assert_close imports torch.distributed.tensor on its first call (1 CPU-s a process),
+    only to handle DTensor inputs, which no test has: told that torch.distributed is unavailable, it skips
+    that. (A pytest process imports torch while collecting, before any fixture.)"""
+    import torch.testing._comparison as comparison
+
+    if hasattr(comparison, "_HAS_DTENSOR"):
+        comparison._HAS_DTENSOR = False
+
+
 # -- make test-learning: multi-process learning curves, over seeds, with a pass rate per check ---------------
 
 
@@ -80,6 +96,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also run the tests marked `learning` (tests/learning: multi-process runs that must reach a "
         "return within a wall-clock budget, one per seed); `make test-learning` runs them, CI does not",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist worker (not in a pytest the tests start, which inherits its environment): end the
+    process at its last exit handler (registered before the libraries' own, run after them)."""
+    if hasattr(config, "workerinput"):
+        atexit.register(_end_worker_now)
+
+
+def _end_worker_now() -> None:
+    """Everything a worker reports has been sent by its exit, and the interpreter's own teardown (collecting
+    torch's, ale-py's and Ray's objects) took a second more, which the controlling pytest waited for."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # How `make test` (pytest-xdist, --dist loadfile) shares the suite between its pytest processes. A unit of
@@ -150,13 +181,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without ``--learning``, the learning curves are deselected: their pass condition is a race against
     the clock on a machine whose load is unknown, which `make test` must never depend on. The slowest
-    units go first (SLOWEST_UNITS_S); the order within a unit is kept."""
+    units go first (SLOWEST_UNITS_S); the order within a unit is kept, but for the Ray head's modules."""
     if not config.getoption("--learning"):
         deselected = [item for item in items if item.get_closest_marker("learning")]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
             items[:] = [item for item in items if not item.get_closest_marker("learning")]
-    items.sort(key=lambda item: -SLOWEST_UNITS_S.get(scheduling_unit(item.nodeid), 0))
+    # In the Ray unit, the modules that run on the shared head (tests/backends/conftest.py) go last, so that
+    # it is started after the others and stopped with the unit.
+    on_head = {module_of(item) for item in items if "ray_head" in item.fixturenames}
+    items.sort(
+        key=lambda item: (-SLOWEST_UNITS_S.get(scheduling_unit(item.nodeid), 0), module_of(item) in on_head)
+    )
+
+
+def module_of(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 SEED_ID = re.compile(r"-?seed\d+-?")

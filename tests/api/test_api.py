@@ -18,9 +18,9 @@ from tests.helpers import ROOT, a3c_env, call_a3c, csv_rows, require_extra, wait
 
 @pytest.fixture(scope="module")
 def cartpole(tmp_path_factory):
-    """A seeded serial CartPole run of 6,000 steps, made through ``a3c.train``."""
+    """A seeded serial CartPole run of 3,000 steps, made through ``a3c.train``."""
     run_dir = tmp_path_factory.mktemp("api") / "run"
-    return a3c.train("CartPole-v1", run_dir=run_dir, serial=True, max_steps=6000, eval_interval_steps=2000)
+    return a3c.train("CartPole-v1", run_dir=run_dir, serial=True, max_steps=3000, eval_interval_steps=1000)
 
 
 def test_train_returns_the_run_with_its_files(cartpole):

@@ -31,12 +31,12 @@ from tests.helpers import (
     ROOT,
     a3c_env,
     alive,
+    call_a3c,
     descendants,
     describe,
     left_behind,
     processes_with_token,
     read_json,
-    run_a3c,
 )
 from tests.ray_head import (
     HOST_IP,
@@ -220,10 +220,10 @@ def wait_gone(pids: set[int]) -> set[int]:
 
 def assert_address_refused(tmp_path: Path, token: str, address: str, why: str) -> None:
     """``a3c train --ray-address ADDRESS`` is bad input: one line naming ``why``, exit 2, before the run dir
-    exists (a3c's own check, not Ray's retries: alone Ray retries for over 10 minutes; the timeout is a
-    cap)."""
+    exists (a3c's own check, not Ray's retries: alone Ray retries for over 10 minutes). In this process: the
+    refusal comes before anything starts."""
     args = f"train --env CartPole-v1 --backend ray --ray-address {address} --max-seconds 30 --quiet"
-    result = run_a3c(*args.split(), "--run-dir", str(tmp_path / "run"), timeout=WAIT_CAP_S, token=token)
+    result = call_a3c(*args.split(), "--run-dir", str(tmp_path / "run"))
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.strip().splitlines() == [
         f"error: --ray-address {address}: {why}; "
@@ -239,8 +239,15 @@ def test_a_run_given_an_address_where_no_head_answers_fails_at_once(tmp_path, to
     )
 
 
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """A web server's handler that logs nothing (its log would land in the refusal's captured stderr)."""
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the base class's signature
+        pass
+
+
 def test_a_run_given_an_address_where_something_else_answers_fails_at_once(tmp_path, token, ray_token):
-    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    server = http.server.HTTPServer(("127.0.0.1", 0), QuietHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -258,7 +265,7 @@ def test_a_run_whose_own_cluster_would_have_token_auth_off_is_refused_before_it_
 ):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     args = f"train --env CartPole-v1 --backend ray --workers 1 --max-seconds {CAP_S} --quiet"
-    result = run_a3c(*args.split(), "--run-dir", str(tmp_path / "run"), timeout=WAIT_CAP_S, token=token)
+    result = call_a3c(*args.split(), "--run-dir", str(tmp_path / "run"))  # in this process: refused first
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.strip().splitlines() == [
         "error: RAY_AUTH_MODE: 'disabled' is not allowed for the Ray cluster a run starts; expected token or "
@@ -368,8 +375,9 @@ def user_cluster(_no_leaks_in_module: str, tmp_path_factory: pytest.TempPathFact
             cluster.join(patch, token)
             # The run splits its workers over the nodes it finds: both must show their CPU first (one probe
             # process waits for it).
-            nodes_seen = probed(token, address, machine.prefix, cpu_nodes=2)["nodes"]
-            assert sum("CPU" in resources for resources in nodes_seen.values()) == 2, nodes_seen
+            seen = probed(token, address, machine.prefix, cpu_nodes=2)
+            assert sum("CPU" in resources for resources in seen["nodes"].values()) == 2, seen
+            assert seen["addresses"] == [HOST_IP, HOST_IP], seen  # each advertises it, as on a network
         yield cluster
     finally:
         for node in reversed(nodes):
@@ -388,8 +396,7 @@ def test_node_mode_runs_a_group_on_each_of_two_nodes_and_outlives_losing_one(tmp
     end by its step budget is test_ray.py's resume chain's."""
     run_dir, err_path = tmp_path / "run", tmp_path / "stderr.txt"
     cluster = user_cluster
-    address = cluster.join(monkeypatch, token)
-    assert probed(token, address, cluster.prefix)["addresses"] == [HOST_IP, HOST_IP]  # as on a network
+    address = cluster.join(monkeypatch, token)  # (both nodes advertise HOST_IP: the fixture's check)
     run = None
     try:
         # Three workers: two in the head's group, one in the second node's (exchanges do not depend on it).

@@ -1,11 +1,19 @@
-"""The Ray backend's node mode on the session's loopback head: a crashed worker inside a group is restarted
-by the group; a killed group is replaced by the driver and trains on, its counts kept; a shard that dies or
-hangs fails the run naming it, with last.pt from the last sync, from which the run resumes. (Two nodes, each
-exchange reaching every shard once, and losing a node, are tests/backends/test_ray_cluster.py's; the
-arithmetic is test_ray_exchange.py's.)"""
+"""The Ray backend's node mode on the shared loopback head: a crashed worker inside a group is restarted
+by the group; a killed group is replaced by the driver and trains on, its counts kept; an evaluator actor
+that hangs is killed and restarted, and the evaluations are its restart's; a shard that dies or hangs fails
+the run naming it, with last.pt from the last sync, from which the run resumes. (Two nodes, each exchange
+reaching every shard once, and losing a node, are tests/backends/test_ray_cluster.py's; the arithmetic is
+test_ray_exchange.py's; a checkpoint crossing backends is test_ray.py's.)
+
+Each test waits for the events it is about (metrics rows of a worker, a restart, an evaluation):
+``--max-seconds`` is only a cap, for a run that never gets there. Hangs are injected with ``A3C_TEST_HANG``
+(ray/remote.py) into the named actor alone, which the driver holds to the injected hang's own short timeout;
+every healthy actor has ``--hang-timeout`` = the cap, so none is taken for hung however loaded the machine.
+Each test checks that no process of its runs, their actors included, is left."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -15,7 +23,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, a3c_env, assert_continuous, csv_rows, processes_with_token, read_json
+from tests.helpers import (
+    ROOT,
+    a3c_env,
+    assert_continuous,
+    call_a3c,
+    csv_rows,
+    data_rows,
+    processes_with_token,
+    read_json,
+)
 from tests.ray_head import WAIT_CAP_S, RayHead, actor_processes, assert_no_ray_left, end, join_head, wait_for
 
 __import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
@@ -47,35 +64,36 @@ def workers_in_metrics(run_dir: Path) -> list[str]:
     return [line.split(",")[2] for line in lines if line.endswith("\n")]
 
 
-def interrupt(run: subprocess.Popen, err_path: Path) -> None:
-    run.send_signal(signal.SIGINT)
-    assert run.wait(timeout=EXIT_CAP_S) == 130, err_path.read_text()[-3000:]
-
-
 def worker_process(token: str, name: str) -> int:
     """The PID of the worker process named ``name`` (e.g. ``a3c-worker-1``) among the test's processes."""
     (pid,) = [p for p in processes_with_token(token) if Path(f"/proc/{p}/comm").read_text().strip() == name]
     return pid
 
 
-def test_a_group_outlives_a_crashed_worker_and_its_own_death_and_a_dead_shard_fails_the_run_which_resumes(
-    tmp_path, token, ray_address
+def test_node_mode_outlives_its_faults_until_a_shard_dies_and_the_run_resumes(
+    tmp_path, token, ray_head: RayHead, monkeypatch
 ):
-    """Node mode's failures in one run: a worker that crashes inside a node group is restarted by the group
-    and trains on; the group itself, killed, is replaced by the driver and trains on, its counts kept; a
-    parameter shard that dies (it holds the only copy of its slice) fails the run at once, naming it, with
-    last.pt from the last sync; the run then resumes from that checkpoint."""
+    """Node mode's failures in one run: the evaluator actor's first incarnation hangs in its first play, is
+    killed and restarted, and every evaluation is its restart's; a worker that crashes inside a node group is
+    restarted by the group and trains on; the group itself, killed, is replaced by the driver and trains on,
+    its counts kept; a parameter shard that dies (it holds the only copy of its slice) fails the run at once,
+    naming it, with last.pt from the last sync; the run then resumes from that checkpoint."""
     import a3c
     from a3c.rundir.resume import load_resume_checkpoint
 
+    monkeypatch.setenv("A3C_TEST_HANG", "evaluator")  # the driver's side (it holds it to the short wait)
+    address = join_head(ray_head, monkeypatch, token, A3C_TEST_HANG="evaluator")
     run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
-    run = start_run(tmp_path, token, ray_address, "--set", "checkpoint_interval=1")
+    run = start_run(tmp_path, token, address, "--set", "checkpoint_interval=1")
     try:
         both = lambda: set(workers_in_metrics(run_dir)) == {"0", "1"}  # noqa: E731
         wait_for(both, WAIT_CAP_S, "both workers train", run, err)
         (group,) = actor_processes(token, "NodeGroup")  # one group for the one node, two shards
         shards = actor_processes(token, "ParamShard")
         assert len(shards) == 2, shards
+        hung = lambda: "the evaluator actor hung" in err.read_text()  # noqa: E731
+        wait_for(hung, WAIT_CAP_S, "the evaluator's hang is seen", run, err)
+        wait_for(lambda: data_rows(run_dir / "eval.csv") >= 1, WAIT_CAP_S, "an evaluation", run, err)
 
         os.kill(worker_process(token, "a3c-worker-1"), signal.SIGKILL)
         crashed = lambda: "warning: worker 1 crashed" in err.read_text()  # noqa: E731
@@ -101,17 +119,39 @@ def test_a_group_outlives_a_crashed_worker_and_its_own_death_and_a_dead_shard_fa
         end(run)
     stderr = err.read_text()
     assert code == 1, stderr[-3000:]
+    evaluator = re.findall(
+        r"warning: the evaluator actor hung \(.*\) and was killed; restarting it \((\d)/3\)", stderr
+    )
+    assert evaluator == ["1"], stderr[-3000:]
     restarts = re.findall(
         r"warning: node group 0 (?:died \(\w+\)|was restarted); restarting it \((\d)/3\)", stderr
     )
     assert restarts == ["1"], stderr[-3000:]
+    assert stderr.count("warning: worker") == 1, stderr[-3000:]  # worker 1's crash; the others left alone
     assert re.search(r"error: parameter shard \d failed: died \(\w+\), seen by ", stderr), stderr[-3000:]
     assert f"continue with `a3c train --resume {run_dir}`" in stderr, stderr[-3000:]
-    summary = read_json(run_dir / "summary.json")
+    summary, config = read_json(run_dir / "summary.json"), read_json(run_dir / "config.json")
     assert summary["exit_reason"].startswith("failed: parameter shard "), summary
-    assert summary["restarts"] == 2, summary  # the worker inside the group, and the group
+    assert summary["restarts"] == 3, summary  # the evaluator, the worker inside the group, and the group
+    assert config["backend"] == "ray" and config["ray_address"] == address and config["workers"] == 2
     saved = load_resume_checkpoint(run_dir)  # the last sync: weights and counters of one instant
     assert saved["global_step"] == summary["total_steps"] == int(saved["worker_steps"].sum()) > before
+    # The restarted evaluator actor played whole CartPole episodes (a reward of 1 a step: return = length):
+    # an evaluation round, and a confirmation round of as many when it was a candidate for best.pt (the
+    # first always is; a solve's, 100, is out of reach).
+    rounds = (config["eval_episodes"], 2 * config["eval_episodes"])
+    rows = csv_rows(run_dir / "eval.csv")
+    assert int(rows[0]["episodes"]) == rounds[1], rows[0]
+    for row in rows:
+        assert int(row["episodes"]) in rounds, row
+        assert float(row["mean_return"]) == float(row["mean_length"]) >= 1, row
+    evaluated = call_a3c("evaluate", str(run_dir), "--episodes", "3", "--json")
+    assert evaluated.returncode == 0, evaluated.stderr
+    report = json.loads(evaluated.stdout)
+    assert report["checkpoint"] == str(run_dir / "checkpoints" / "best.pt") and report["episodes"] == 3, (
+        report
+    )
+    assert report["mean_return"] == report["mean_length"] >= 1, report
     before_kill = csv_rows(run_dir / "episodes.csv")
     assert_no_ray_left(token)
 

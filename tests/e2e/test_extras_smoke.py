@@ -1,9 +1,9 @@
 """Smoke runs of the optional env families on the local backend: Atari (the preset's conv net + LSTM, and A3C
 FF: the conv net over a 4-frame stack) and MuJoCo (Gaussian policy, shared observation statistics).
 
-Each trains a few hundred steps with 2 workers (Pong's frame stack: 1), writes a checkpoint, and ``a3c
-evaluate`` plays it. The Ray backend runs the same learner in its node groups (tests/backends: its runs cross
-backends with Pendulum's observation statistics and reward scaling).
+Each trains a few hundred steps with 2 workers (Pong's frame stack: serially, in this process), writes a
+checkpoint, and ``a3c evaluate`` plays it. The Ray backend runs the same learner in its node groups
+(tests/backends: its runs cross backends with Pendulum's observation statistics and reward scaling).
 ``make test`` installs both extras (they are in ``dev``); without one, its test is skipped and says why (it
 fails under CI's A3C_REQUIRE_EXTRAS=1).
 """
@@ -21,7 +21,7 @@ import torch
 from a3c.algo.learner.learner import build_model
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
-from tests.helpers import call_a3c, read_json, require_extra, run_a3c
+from tests.helpers import call_a3c, call_a3c_train, read_json, require_extra, run_a3c
 
 pytestmark = pytest.mark.slow
 
@@ -41,12 +41,17 @@ def needs(module: str, extra: str) -> Callable[[Callable], Callable]:
 
 
 def train_and_evaluate(
-    run_dir, token, env_id: str, steps: int, *sets: str, workers: int = 2
+    run_dir, token, env_id: str, steps: int, *sets: str, serial: bool = False
 ) -> tuple[dict, dict]:
-    args = ["train", "--env", env_id, "--workers", str(workers), "--max-steps", str(steps), "--quiet"]
+    """Train ``env_id`` for ``steps`` with 2 spawned workers (``serial``: one worker in this process, which
+    starts no process), then ``a3c evaluate`` its best.pt."""
+    args = ["--env", env_id, "--max-steps", str(steps), "--quiet", "--run-dir", str(run_dir)]
     for item in sets:
         args += ["--set", item]
-    result = run_a3c(*args, "--run-dir", str(run_dir), timeout=300, token=token)
+    if serial:
+        result = call_a3c_train(*args, "--serial")
+    else:
+        result = run_a3c("train", *args, "--workers", "2", timeout=300, token=token)
     assert result.returncode == 0, result.stderr
     summary = read_json(run_dir / "summary.json")
     assert summary["total_steps"] >= steps and summary["exit_reason"] == "max_steps"
@@ -112,9 +117,10 @@ def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token):
 
 @needs("ale_py", "atari")
 def test_pong_frame_stack_trains_checkpoints_and_evaluates(run_dir, token):
-    """A3C FF (the conv net over 4 stacked frames, no LSTM), with one worker."""
+    """A3C FF (the conv net over 4 stacked frames, no LSTM), serially: the learner and the evaluator of
+    every backend, in this process."""
     sets = ("eval_episodes=1", "lstm_size=0", "frame_stack=4")
-    summary, played = train_and_evaluate(run_dir, token, "ALE/Pong-v5", 400, *sets, workers=1)
+    summary, played = train_and_evaluate(run_dir, token, "ALE/Pong-v5", 400, *sets, serial=True)
     check_pong_game(played)
     check_pong_run(run_dir, summary, frames=4, lstm_size=0)
 

@@ -100,6 +100,7 @@ def test_pong_training_env_obs_and_clipped_rewards():
         env.close()
 
 
+@pytest.mark.slow  # emulation: kept out of the edit-run loop (make test-fast)
 def test_eval_env_has_raw_rewards_and_no_episodic_life():
     env = make_atari("ALE/Pong-v5", training=False)
     try:
@@ -142,6 +143,7 @@ def test_rewards_are_clipped_only_when_training():
         env.close()
 
 
+@pytest.mark.slow  # emulation: kept out of the edit-run loop (make test-fast)
 @pytest.mark.parametrize("env_id", ["ALE/Pong-v5", "ALE/Breakout-v5"])
 def test_fire_reset_is_applied_to_fire_games(env_id):
     for training in (True, False):
@@ -185,6 +187,7 @@ def test_episodic_life_continues_the_game_after_a_lost_life():
         env.close()
 
 
+@pytest.mark.slow  # emulation: kept out of the edit-run loop (make test-fast)
 def test_ale_frame_limit_truncates_and_the_next_reset_is_real():
     # kwargs reach gym.make: a 400-frame limit truncates after ~100 agent steps (noops and FIRE count too).
     # Pong has no lives and a game lasts until 21 points, far beyond 400 frames.

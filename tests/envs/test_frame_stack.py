@@ -19,6 +19,7 @@ from tests.envs.test_atari_env import wrapper_types  # noqa: E402
 STACKED = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
 
 
+@pytest.mark.slow  # emulation: kept out of the edit-run loop (make test-fast)
 def test_default_is_one_frame_with_the_same_wrappers_as_before():
     # frame_stack=1 is the chain the code had before stacking existed: no FrameStackObservation anywhere.
     for training in (True, False):
@@ -31,6 +32,7 @@ def test_default_is_one_frame_with_the_same_wrappers_as_before():
             env.close()
 
 
+@pytest.mark.slow  # emulation: kept out of the edit-run loop (make test-fast)
 def test_stacked_frames_are_the_single_frames_oldest_first():
     # Same seed, same actions: the k=4 observation's newest frame is the k=1 observation, and each step
     # shifts the stack by one (oldest first). A real reset zero-fills the older frames.
@@ -54,11 +56,13 @@ def test_stacked_frames_are_the_single_frames_oldest_first():
         four.close()
 
 
+@pytest.mark.slow  # emulation: kept out of the edit-run loop (make test-fast)
 def test_inspect_env_reports_the_stacked_space():
     assert inspect_env("ALE/Pong-v5", frame_stack=4).spaces.obs_shape == (4, 84, 84)
     assert inspect_env("ALE/Pong-v5").spaces.obs_shape == (1, 84, 84)
 
 
+@pytest.mark.slow  # emulation: kept out of the edit-run loop (make test-fast)
 @pytest.mark.parametrize("native", [False, True])
 def test_vector_envs_stack_frames_on_both_paths(native):
     envs = make_vector_env("ALE/Pong-v5", 2, training=True, frame_stack=4, native=native)
@@ -84,6 +88,7 @@ def first_life_loss(envs: gym.vector.VectorEnv, seed: int) -> tuple[np.ndarray, 
     raise AssertionError("no life lost in 2000 random Breakout steps")
 
 
+@pytest.mark.slow  # emulation: kept out of the edit-run loop (make test-fast)
 @pytest.mark.parametrize("native", [False, True])
 def test_a_lost_life_keeps_the_stack(native):
     # Training: a lost life is a soft reset (NOOP, then FIRE, in the same game), so the stack goes on: the
