@@ -120,7 +120,6 @@ def _end_worker_now() -> None:
 # tests/test_schedule.py fails when a module that starts Ray is in neither the unit nor RAY_BESIDE_THE_UNIT.
 RAY_UNIT = "the Ray backend's modules"
 UNIT_OF_MODULE = {
-    "tests/backends/test_ray.py": RAY_UNIT,
     "tests/backends/test_ray_cluster.py": RAY_UNIT,
     "tests/backends/test_ray_nodes.py": RAY_UNIT,
 }

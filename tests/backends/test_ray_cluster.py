@@ -37,6 +37,7 @@ from tests.helpers import (
     left_behind,
     processes_with_token,
     read_json,
+    run_a3c,
 )
 from tests.ray_head import (
     HOST_IP,
@@ -176,14 +177,61 @@ def gcs_address(pids: set[int]) -> str:
     return f"{host}:{port}"
 
 
-def test_a_run_that_starts_its_own_cluster_keeps_it_on_loopback_and_stops_it(tmp_path, token, ray_token):
-    """The one run of the Ray tests without ``--ray-address`` (the others join a head): the cluster it starts
-    listens on loopback alone, refuses another token, and stops with the run."""
+SEGMENT_STEPS = 5_000  # the local segments' step budgets: 25 Pendulum episodes
+
+
+def train_locally(token: str, run_dir: Path, *args: str) -> dict:
+    """A local-backend segment of the run to its step budget; its summary."""
+    result = run_a3c("train", *args, "--backend", "local", "--quiet", timeout=CAP_S, token=token)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "starts afresh" not in result.stderr  # no statistics lost at a resume
+    return read_json(run_dir / "summary.json")
+
+
+def check_segment(before: dict, after: dict, backend: str, resumes: int) -> None:
+    """A segment went on from ``before``'s checkpoint: its counters, the optimizer's state and the shared
+    statistics (one observation and one discounted return per env step: their counts hold every segment)."""
+    assert after["config"]["backend"] == backend and after["resumes"] == resumes
+    assert after["global_step"] > before["global_step"] and after["updates"] > before["updates"]
+    step_before = before["optimizer_state"]["state"][0]["step"]
+    assert after["optimizer_state"]["state"][0]["step"] > step_before
+    for key in ("obs_norm", "reward_stats"):
+        assert after[key]["count"] >= before[key]["count"] + after["global_step"] - before["global_step"], key
+
+
+def test_a_checkpoint_crosses_backends_both_ways_and_the_cluster_a_run_starts_stays_on_loopback(
+    tmp_path, token, ray_token
+):
+    """One Pendulum run (its preset: shared observation statistics and reward scaling, which must cross
+    backends too) that changes backend at each resume, local → ray → local. The Ray segment is the one run of
+    the Ray tests without ``--ray-address`` (the others join a head): the cluster it starts listens on
+    loopback alone, refuses another token, and stops with the run, which SIGINT ends (exit 130, last.pt from
+    its last sync)."""
+    from a3c.rundir.resume import load_resume_checkpoint
+
     run_dir, err_path = tmp_path / "run", tmp_path / "stderr.txt"
-    run = start_run(tmp_path, token, None, workers=1)
+    # The target, --max-seconds and --hang-timeout are out of reach: step budgets or the test end a segment.
+    common = ("--target-return", "1e9", "--max-seconds", str(CAP_S), "--hang-timeout", str(CAP_S))
+    common += ("--workers", "2")
+    train_locally(token, run_dir, "--env", "Pendulum-v1", "--max-steps", str(SEGMENT_STEPS), "--run-dir",
+                  str(run_dir), *common)  # fmt: skip
+    before = load_resume_checkpoint(run_dir)
+    assert before["config"]["backend"] == "local" and before["global_step"] >= SEGMENT_STEPS
+    assert before["config"]["obs_norm"] and before["config"]["reward_scale"]
+    # Every observation and discounted return of every worker reached the checkpoint.
+    assert before["obs_norm"]["count"] >= before["global_step"] <= before["reward_stats"]["count"]
+
+    rows_before = len(metrics(run_dir))
+    with open(tmp_path / "stdout.txt", "w") as out, open(err_path, "w") as err:
+        # Its step budget is out of reach (its own would be the first segment's): the test ends it.
+        command = ["train", "--resume", str(run_dir), "--backend", "ray", "--max-steps", str(10**9), *common]
+        run = subprocess.Popen([sys.executable, "-m", "a3c", *command, "--quiet"], cwd=ROOT,
+                               env=a3c_env(token), stdout=out, stderr=err,
+                               start_new_session=True)  # fmt: skip
     refused = None
     try:
-        wait_for(lambda: metrics(run_dir), WAIT_CAP_S, "its worker trains", run, err_path)
+        both = lambda: {r[2] for r in metrics(run_dir)[rows_before:]} == {"0", "1"}  # noqa: E731
+        wait_for(both, WAIT_CAP_S, "both workers train on Ray", run, err_path)
         cluster = descendants(run.pid) | {run.pid}  # its Ray daemons, their workers and agents, its actors
         address = gcs_address(cluster)
         assert address.startswith("127.0.0.1:"), address
@@ -200,6 +248,7 @@ def test_a_run_that_starts_its_own_cluster_keeps_it_on_loopback_and_stops_it(tmp
     finally:
         end(run)
         end(refused)
+    assert "starts afresh" not in err_path.read_text()
     assert read_json(run_dir / "summary.json")["exit_reason"] == "SIGINT"
     assert read_json(run_dir / "config.json")["ray_address"] is None
     # Its cluster stopped with it (ray.shutdown() at the run's end): Ray's daemons are gone too, those whose
@@ -208,6 +257,18 @@ def test_a_run_that_starts_its_own_cluster_keeps_it_on_loopback_and_stops_it(tmp
     assert not left, f"outlived the run that started the cluster: {describe(left)}"
     left = wait_gone(cluster)
     assert not left, f"outlived the run that started the cluster: {describe(left)}"
+    after = load_resume_checkpoint(run_dir)  # the last sync: weights, counters and statistics of one instant
+    check_segment(before, after, "ray", resumes=1)
+
+    before = after
+    summary = train_locally(token, run_dir, "--resume", str(run_dir), "--max-steps",
+                            str(before["global_step"] + SEGMENT_STEPS), *common)  # fmt: skip
+    after = load_resume_checkpoint(run_dir)
+    check_segment(before, after, "local", resumes=2)
+    assert summary["exit_reason"] == "max_steps"
+    assert after["global_step"] == summary["total_steps"] >= before["global_step"] + SEGMENT_STEPS
+    steps = [int(line.split(",")[1]) for line in (run_dir / "episodes.csv").read_text().splitlines()[1:]]
+    assert steps == sorted(steps) and steps[-1] > before["global_step"]
 
 
 def wait_gone(pids: set[int]) -> set[int]:
@@ -392,8 +453,7 @@ def test_node_mode_runs_a_group_on_each_of_two_nodes_and_outlives_losing_one(tmp
     their network address), runs one node group on each ``ray start`` node, each exchanging with two shards
     (which stay on the head); the second node dies, the driver starts its group again on the head and its
     worker trains on; SIGTERM (a scheduler's stop) ends the run with 143 and every exchange of the group
-    that was never lost reached every shard. (Last: it kills the module's second node.) A node-mode run's
-    end by its step budget is test_ray.py's resume chain's."""
+    that was never lost reached every shard. (Last: it kills the module's second node.)"""
     run_dir, err_path = tmp_path / "run", tmp_path / "stderr.txt"
     cluster = user_cluster
     address = cluster.join(monkeypatch, token)  # (both nodes advertise HOST_IP: the fixture's check)

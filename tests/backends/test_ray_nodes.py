@@ -3,7 +3,7 @@ by the group; a killed group is replaced by the driver and trains on, its counts
 that hangs is killed and restarted, and the evaluations are its restart's; a shard that dies or hangs fails
 the run naming it, with last.pt from the last sync, from which the run resumes. (Two nodes, each exchange
 reaching every shard once, and losing a node, are tests/backends/test_ray_cluster.py's; the arithmetic is
-test_ray_exchange.py's; a checkpoint crossing backends is test_ray.py's.)
+test_ray_exchange.py's; a checkpoint crossing backends is test_ray_cluster.py's.)
 
 Each test waits for the events it is about (metrics rows of a worker, a restart, an evaluation):
 ``--max-seconds`` is only a cap, for a run that never gets there. Hangs are injected with ``A3C_TEST_HANG``

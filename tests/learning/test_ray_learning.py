@@ -32,8 +32,8 @@ def test_ray_backend_solves_cartpole_with_two_worker_actors_within_240_s(
     """The preset with 2 workers solves CartPole (confirmed over the preset's extra episodes) and its
     best.pt scores the target over 100 fresh episodes. Not asserted: that both workers wrote metrics (a run
     has solved before its second worker's first row). In `make test`: two workers train, evaluate and
-    checkpoint (tests/backends/test_ray.py), and the same Learner's seeded serial solve
-    (tests/e2e/test_deterministic.py)."""
+    checkpoint (tests/backends/test_ray_nodes.py, tests/backends/test_ray_cluster.py), and the same
+    Learner's seeded serial solve (tests/e2e/test_deterministic.py)."""
     run_dir, address = tmp_path / "run", join_head(ray_head, monkeypatch, token)
     args = f"train --env CartPole-v1 --backend ray --workers 2 --seed {seed} --max-seconds 240 --quiet"
     result = run_a3c(
