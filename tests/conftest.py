@@ -79,10 +79,9 @@ def _no_leaks_in_test() -> Iterator[str]:
 def _assert_close_without_dtensor() -> None:
     """torch.testing.assert_close imports torch.distributed.tensor on its first call (1 CPU-s a process),
     only to handle DTensor inputs, which no test has: told that torch.distributed is unavailable, it skips
-    that. (A pytest process imports torch while collecting, before any fixture.)"""
-    import torch.testing._comparison as comparison
-
-    if hasattr(comparison, "_HAS_DTENSOR"):
+    that. (Where collecting imported torch, as in every run of more than a few modules; never imports it.)"""
+    comparison = sys.modules.get("torch.testing._comparison")
+    if comparison is not None and hasattr(comparison, "_HAS_DTENSOR"):
         comparison._HAS_DTENSOR = False
 
 
@@ -126,28 +125,26 @@ UNIT_OF_MODULE = {
 # Modules that start Ray but run beside the unit, and why that is safe (a head of their own and no node that
 # joins it would be: the 30-s wait is a joining node's).
 RAY_BESIDE_THE_UNIT: dict[str, str] = {}
-# The slowest units and their seconds (pytest's time per module, one `make test` with a busy core). They are
+# The slowest units and their seconds (pytest's time per module, one `make test` on quiet cores). They are
 # collected first, longest first, and handed out in that order (--no-loadscope-reorder), so the processes
 # finish together; other modules follow in collection order. A stale figure costs balance, not correctness.
 SLOWEST_UNITS_S = {
-    RAY_UNIT: 349,
-    "tests/e2e/test_extras_smoke.py": 89,
-    "tests/e2e/test_reliability.py": 87,
-    "tests/e2e/test_health_warnings.py": 85,
-    "tests/e2e/test_spaces_learn.py": 85,
-    "tests/e2e/test_video.py": 73,
-    "tests/e2e/test_continuous.py": 69,
-    "tests/envs/test_atari_vector.py": 69,
-    "tests/front/test_analysis.py": 57,
-    "tests/e2e/test_train.py": 50,
-    "tests/front/test_bench.py": 35,
-    "tests/e2e/test_export.py": 33,
-    "tests/e2e/test_deterministic.py": 28,
-    "tests/e2e/test_tune.py": 25,
-    "tests/front/test_race.py": 21,
-    "tests/runtime/test_shared.py": 19,
-    "tests/e2e/test_many_workers.py": 20,
-    "tests/e2e/test_cli_contract.py": 14,
+    RAY_UNIT: 195,
+    "tests/e2e/test_reliability.py": 68,
+    "tests/envs/test_atari_vector.py": 65,
+    "tests/e2e/test_extras_smoke.py": 60,
+    "tests/front/test_analysis.py": 52,
+    "tests/e2e/test_train.py": 46,
+    "tests/e2e/test_export.py": 46,
+    "tests/front/test_bench.py": 36,
+    "tests/e2e/test_video.py": 27,
+    "tests/e2e/test_many_workers.py": 25,
+    "tests/e2e/test_tune.py": 19,
+    "tests/front/test_race.py": 17,
+    "tests/algo/shared/test_optim.py": 15,
+    "tests/e2e/test_deterministic.py": 14,
+    "tests/api/test_notebook.py": 14,
+    "tests/e2e/test_spaces_learn.py": 9,
 }
 
 
