@@ -48,7 +48,8 @@ def _no_leaks_in_session(request: pytest.FixtureRequest) -> Iterator[str]:
     multiprocessing forkserver and resource tracker start here, under the session's token: started inside a
     test, they and every child forked from them later would carry that test's token instead. The forkserver
     imports torch (2-3 CPU-s), so only a session with slow tests, the ones that start processes, starts it
-    here; a unit test that needs it starts it (its children are still found: they descend from pytest)."""
+    here. A unit test that needed it would start it with its own token and environment, kept for the rest
+    of the session: mark such a test slow (every test that starts processes is)."""
     from a3c.runtime.context import start_early
 
     with no_leaks("session") as token:
@@ -99,14 +100,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """In a pytest-xdist worker (not in a pytest the tests start, which inherits its environment): end the
-    process at its last exit handler (registered before the libraries' own, run after them)."""
+    process at its last exit handler but those registered before this hook (multiprocessing's, which would
+    only join children, and there are none: the session's leak check saw to that)."""
     if hasattr(config, "workerinput"):
-        atexit.register(_end_worker_now)
+        atexit.register(_end_worker_now, os.getpid())
 
 
-def _end_worker_now() -> None:
+def _end_worker_now(worker: int) -> None:
     """Everything a worker reports has been sent by its exit, and the interpreter's own teardown (collecting
-    torch's, ale-py's and Ray's objects) took a second more, which the controlling pytest waited for."""
+    torch's, ale-py's and Ray's objects) took a second more, which the controlling pytest waited for. Only
+    in the worker itself: a child forked from it exits as it would have."""
+    if os.getpid() != worker:
+        return
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

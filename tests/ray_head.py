@@ -240,7 +240,7 @@ class RayHead:
 
 
 def start_ray_head() -> Iterator[RayHead]:
-    """(A session- or module-scoped fixture's body.) One loopback head with its own auth token and
+    """(A package- or module-scoped fixture's body.) One loopback head with its own auth token and
     ``HEAD_CPUS`` CPUs, killed at the end with every process it started (its actors included)."""
     # A token of the head's own marks its processes (not the scope's, which the session's forkserver and
     # resource tracker carry too); each run's actors get their test's (``join_head``).

@@ -1,5 +1,7 @@
 """The Ray backend's cluster, for real: a cluster a run starts listens on loopback only and refuses another
-token (the one test of the Ray modules whose cluster a3c starts itself); a wrong ``--ray-address`` fails at
+token (the one run of the Ray modules whose cluster a3c starts itself: the Ray segment of a Pendulum run that
+resumes local → ray → local, its statistics and optimizer state crossing backends both ways); a wrong
+``--ray-address`` fails at
 once; a cluster with token authentication off is refused; a run joins two nodes started with ``ray start``
 as users start them (token authentication on, on a machine of the test's own), runs a node group on each
 and goes on when one node is killed mid-run (its group started again on the head). Ray's
@@ -76,6 +78,13 @@ def ray_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)  # it would take precedence over the file
     return path
+
+
+@pytest.fixture
+def ray_gives_up_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a refusal checked in this process: should a3c not refuse, Ray's own wait for a GCS (over 10
+    minutes alone) gives up after a second instead of holding the pytest process."""
+    monkeypatch.setenv("RAY_gcs_server_port_wait_time_s", "1")
 
 
 def listening_addresses(pids: set[int]) -> set[str]:
@@ -293,7 +302,9 @@ def assert_address_refused(tmp_path: Path, token: str, address: str, why: str) -
     assert not (tmp_path / "run").exists()
 
 
-def test_a_run_given_an_address_where_no_head_answers_fails_at_once(tmp_path, token, ray_token):
+def test_a_run_given_an_address_where_no_head_answers_fails_at_once(
+    tmp_path, token, ray_token, ray_gives_up_at_once
+):
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     assert_address_refused(
         tmp_path, token, address, "no Ray head answers there ([Errno 111] Connection refused)"
@@ -307,7 +318,9 @@ class QuietHandler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_a_run_given_an_address_where_something_else_answers_fails_at_once(tmp_path, token, ray_token):
+def test_a_run_given_an_address_where_something_else_answers_fails_at_once(
+    tmp_path, token, ray_token, ray_gives_up_at_once
+):
     server = http.server.HTTPServer(("127.0.0.1", 0), QuietHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -322,7 +335,7 @@ def test_a_run_given_an_address_where_something_else_answers_fails_at_once(tmp_p
 
 
 def test_a_run_whose_own_cluster_would_have_token_auth_off_is_refused_before_it_starts(
-    tmp_path, token, monkeypatch
+    tmp_path, token, monkeypatch, ray_gives_up_at_once
 ):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     args = f"train --env CartPole-v1 --backend ray --workers 1 --max-seconds {CAP_S} --quiet"

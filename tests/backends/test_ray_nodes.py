@@ -1,9 +1,10 @@
 """The Ray backend's node mode on the shared loopback head: a crashed worker inside a group is restarted
 by the group; a killed group is replaced by the driver and trains on, its counts kept; an evaluator actor
 that hangs is killed and restarted, and the evaluations are its restart's; a shard that dies or hangs fails
-the run naming it, with last.pt from the last sync, from which the run resumes. (Two nodes, each exchange
-reaching every shard once, and losing a node, are tests/backends/test_ray_cluster.py's; the arithmetic is
-test_ray_exchange.py's; a checkpoint crossing backends is test_ray_cluster.py's.)
+the run naming it, with last.pt from the last sync, from which the run resumes on Ray and ends at its step
+budget. (Two nodes, each exchange reaching every shard once, and losing a node, are
+tests/backends/test_ray_cluster.py's; the arithmetic is test_ray_exchange.py's; a checkpoint crossing
+backends is test_ray_cluster.py's.)
 
 Each test waits for the events it is about (metrics rows of a worker, a restart, an evaluation):
 ``--max-seconds`` is only a cap, for a run that never gets there. Hangs are injected with ``A3C_TEST_HANG``
@@ -32,6 +33,7 @@ from tests.helpers import (
     data_rows,
     processes_with_token,
     read_json,
+    run_a3c,
 )
 from tests.ray_head import WAIT_CAP_S, RayHead, actor_processes, assert_no_ray_left, end, join_head, wait_for
 
@@ -77,8 +79,8 @@ def test_node_mode_outlives_its_faults_until_a_shard_dies_and_the_run_resumes(
     killed and restarted, and every evaluation is its restart's; a worker that crashes inside a node group is
     restarted by the group and trains on; the group itself, killed, is replaced by the driver and trains on,
     its counts kept; a parameter shard that dies (it holds the only copy of its slice) fails the run at once,
-    naming it, with last.pt from the last sync; the run then resumes from that checkpoint."""
-    import a3c
+    naming it, with last.pt from the last sync; the run then resumes from that checkpoint on Ray, to its
+    step budget."""
     from a3c.rundir.resume import load_resume_checkpoint
 
     monkeypatch.setenv("A3C_TEST_HANG", "evaluator")  # the driver's side (it holds it to the short wait)
@@ -151,16 +153,27 @@ def test_node_mode_outlives_its_faults_until_a_shard_dies_and_the_run_resumes(
     assert report["checkpoint"] == str(run_dir / "checkpoints" / "best.pt") and report["episodes"] == 3, (
         report
     )
+    assert report["min_return"] <= report["mean_return"] <= report["max_return"] <= 500, report
     assert report["mean_return"] == report["mean_length"] >= 1, report
     before_kill = csv_rows(run_dir / "episodes.csv")
     assert_no_ray_left(token)
 
-    # It resumes from the last sync (here in this process, serially): counters and rows go on exactly.
-    step = saved["global_step"]
-    resumed = a3c.resume(run_dir, serial=True, backend="local", max_steps=step + 2_000, max_seconds=600)
-    assert resumed.exit_code == 0 and resumed.summary["total_steps"] == step + 2_000, resumed.summary
-    assert load_resume_checkpoint(run_dir)["resumes"] == 1
+    # It resumes from the last sync on the same head, without the hang, to its step budget: a node-mode
+    # run's usual end (the groups stopped, a final evaluation, exit 0); counters and rows go on from it.
+    monkeypatch.delenv("A3C_TEST_HANG")
+    join_head(ray_head, monkeypatch, token)  # its actors: the test's token, no hang
+    step, evaluations = saved["global_step"], data_rows(run_dir / "eval.csv")
+    result = run_a3c("train", "--resume", str(run_dir), "--max-steps", str(step + 2_000), "--quiet",
+                     timeout=WAIT_CAP_S + EXIT_CAP_S, token=token)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] == "max_steps" and summary["total_steps"] >= step + 2_000, summary
+    resumed = load_resume_checkpoint(run_dir)
+    assert resumed["resumes"] == 1 and resumed["config"]["backend"] == "ray"
+    assert resumed["global_step"] == summary["total_steps"]
+    assert data_rows(run_dir / "eval.csv") > evaluations  # the final evaluation at least
     assert_continuous(run_dir / "episodes.csv", before_kill, step, float(saved["wall_time"]))
+    assert_no_ray_left(token)
 
 
 def test_a_hung_shard_fails_the_run_naming_it(tmp_path, token, ray_head: RayHead, monkeypatch):

@@ -64,6 +64,26 @@ def test_without_atari_vector_env_the_python_path_is_used(monkeypatch):
         make_vector_env("ALE/Pong-v5", 1, native=True)
 
 
+def test_it_takes_the_python_paths_random_streams(monkeypatch):
+    # What the emulator draws from its seed, the paths' only difference (the step-for-step test turns it
+    # off): v5's sticky actions (0.25, or the id's override) and up to NOOP_MAX no-ops at each reset, handed
+    # to ale-py's vector env as the Python path hands them to the ALE and to AtariPreprocessing.
+    class Built(Exception):
+        """ale-py's vector env was asked for, with these arguments (caught before it emulates anything)."""
+
+    def arguments(game, num_envs, **kwargs):
+        raise Built(kwargs)
+
+    monkeypatch.setattr(ale_py, "AtariVectorEnv", arguments)
+    for kwargs, sticky in (({}, 0.25), ({"repeat_action_probability": 0.5}, 0.5)):
+        with pytest.raises(Built) as built:
+            native("ALE/Breakout-v5", **kwargs)
+        given = built.value.args[0]
+        assert (given["repeat_action_probability"], given["noop_max"]) == (sticky, atari.NOOP_MAX), given
+        assert (given["frameskip"], given["maxpool"]) == (atari.FRAME_SKIP, True), given
+    assert gym.spec("ALE/Breakout-v5").kwargs["repeat_action_probability"] == 0.25
+
+
 @pytest.mark.slow  # emulation: kept out of the edit-run loop (make test-fast)
 @pytest.mark.parametrize("frame_stack", [1, 4])
 def test_spaces_shapes_and_dtypes_match_the_python_path(frame_stack):

@@ -131,7 +131,7 @@ def test_a_small_race_runs_both_sides_and_writes_its_json(tmp_path, monkeypatch)
     monkeypatch.setenv("SB3_LOGDIR", str(sb3_logdir))
     # What a race reaches in its budget depends on the machine's load: tests/learning checks that ours solves;
     # here, that both sides ran, were evaluated and were reported.
-    plan = RacePlan(("CartPole-v1",), seeds=1, seconds=1.0, peer_settings="zoo")
+    plan = RacePlan(("CartPole-v1",), seeds=1, seconds=4.0, peer_settings="zoo")
     results = run_race(plan, tmp_path / "out", tmp_path, log=lambda msg: None)
     saved = json.loads(Path(results["path"]).read_text())
     for side in ("ours", "sb3"):
