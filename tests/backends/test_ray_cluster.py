@@ -186,7 +186,7 @@ def gcs_address(pids: set[int]) -> str:
     return f"{host}:{port}"
 
 
-SEGMENT_STEPS = 5_000  # the local segments' step budgets: 25 Pendulum episodes
+SEGMENT_STEPS = 2_000  # the local segments' step budgets: 10 Pendulum episodes
 
 
 def train_locally(token: str, run_dir: Path, *args: str) -> dict:

@@ -1,9 +1,10 @@
 """Smoke runs of the optional env families on the local backend: Atari (the preset's conv net + LSTM, and A3C
 FF: the conv net over a 4-frame stack) and MuJoCo (Gaussian policy, shared observation statistics).
 
-Each trains a few hundred steps with 2 workers (Pong's frame stack: serially, in this process), writes a
-checkpoint, and ``a3c evaluate`` plays it. The Ray backend runs the same learner in its node groups
-(tests/backends: its runs cross backends with Pendulum's observation statistics and reward scaling).
+Each trains a few hundred steps (the Pong preset's CNN-LSTM with 2 spawned workers; A3C FF and HalfCheetah
+serially, in this process), writes a checkpoint, and ``a3c evaluate`` plays it. The Ray backend runs the
+same learner in its node groups (tests/backends: its runs cross backends with Pendulum's observation
+statistics and reward scaling).
 ``make test`` installs both extras (they are in ``dev``); without one, its test is skipped and says why (it
 fails under CI's A3C_REQUIRE_EXTRAS=1).
 """
@@ -127,13 +128,15 @@ def test_pong_frame_stack_trains_checkpoints_and_evaluates(run_dir, token):
 
 @needs("mujoco", "mujoco")
 def test_halfcheetah_gaussian_trains_checkpoints_and_evaluates(run_dir, token):
-    summary, played = train_and_evaluate(run_dir, token, "HalfCheetah-v5", 2000, "eval_episodes=1")
+    """A Gaussian policy with shared observation statistics, serially."""
+    sets = ("eval_episodes=1",)
+    summary, played = train_and_evaluate(run_dir, token, "HalfCheetah-v5", 2000, *sets, serial=True)
     assert played["mean_length"] == 1000 and played["env_id"] == "HalfCheetah-v5"
     state = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=False)
     assert state["spaces"]["continuous"] and state["spaces"]["n_actions"] == 6
     assert state["config"]["obs_norm"] and state["obs_norm"]["mean"].shape == (17,)  # evaluate uses these
     last = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
-    # The workers' observations and returns reached the checkpoint (through the shared statistics).
+    # The learner's observations and returns reached the checkpoint (through the shared statistics).
     # One observation and one discounted return per env step (counts start at 1e-4, so > 0 would not fail).
     for key in ("obs_norm", "reward_stats"):
         assert last[key]["count"] >= summary["total_steps"], key
