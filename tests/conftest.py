@@ -153,9 +153,14 @@ SLOWEST_UNITS_S = {
 }
 
 
+def module_of(nodeid: str) -> str:
+    """A test's module: ``tests/x/test_y.py`` of ``tests/x/test_y.py::test_z[...]``."""
+    return nodeid.split("::", 1)[0]
+
+
 def scheduling_unit(nodeid: str) -> str:
     """The unit of `make test`'s scheduling a test belongs to: its module, or the module's group."""
-    module = nodeid.split("::", 1)[0]
+    module = module_of(nodeid)
     return UNIT_OF_MODULE.get(module, module)
 
 
@@ -190,14 +195,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [item for item in items if not item.get_closest_marker("learning")]
     # In the Ray unit, the modules that run on the shared head (tests/backends/conftest.py) go last, so that
     # it is started after the others and stopped with the unit.
-    on_head = {module_of(item) for item in items if "ray_head" in item.fixturenames}
+    on_head = {module_of(item.nodeid) for item in items if "ray_head" in item.fixturenames}
     items.sort(
-        key=lambda item: (-SLOWEST_UNITS_S.get(scheduling_unit(item.nodeid), 0), module_of(item) in on_head)
+        key=lambda item: (
+            -SLOWEST_UNITS_S.get(scheduling_unit(item.nodeid), 0),
+            module_of(item.nodeid) in on_head,
+        )
     )
-
-
-def module_of(item: pytest.Item) -> str:
-    return item.nodeid.split("::", 1)[0]
 
 
 SEED_ID = re.compile(r"-?seed\d+-?")
