@@ -154,7 +154,7 @@ SLOWEST_UNITS_S = {
 
 
 def module_of(nodeid: str) -> str:
-    """A test's module: ``tests/x/test_y.py`` of ``tests/x/test_y.py::test_z[...]``."""
+    """A test's module: the part of its node id before ``::``."""
     return nodeid.split("::", 1)[0]
 
 
