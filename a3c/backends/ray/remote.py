@@ -1,15 +1,21 @@
-"""What every actor and the driver share: start-up limits, waits, failures, and how arrays cross to torch."""
+"""What every actor and the driver share: start-up limits, waits, failures, and how arrays cross to torch.
+
+It imports no torch at the top: the parameter shards import it and hold numpy arrays only, so that a shard's
+process starts without torch (docs/ray.md)."""
 
 from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 import ray
-import torch
 
 from a3c.backends.base import BackendFailed
+
+if TYPE_CHECKING:
+    import torch
 
 STARTUP_TIMEOUT_S = 120.0  # an actor's first answer waits for Ray to start its process and import torch
 
@@ -46,4 +52,6 @@ class ActorFailed(BackendFailed):
 
 def writable_tensor(array: np.ndarray) -> torch.Tensor:
     """A tensor over ``array``; Ray hands arrays over read-only (zero-copy), so those are copied first."""
+    import torch  # here, not at the top: see the module's docstring
+
     return torch.from_numpy(np.require(array, requirements="W"))

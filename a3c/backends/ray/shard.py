@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import ray
-import torch
 from ray.exceptions import RayActorError, RayError
 
 from a3c.backends.ray.remote import injected_hang
@@ -55,7 +54,6 @@ class ParamShard:
     """Slice ``index`` of the global weights, ``weights`` [slice size]; ``scale`` multiplies each change."""
 
     def __init__(self, index: int, weights: np.ndarray, nodes: int, scale: float):
-        torch.set_num_threads(1)
         self.index = index
         self.weights = np.array(weights, dtype=np.float32, copy=True)
         self.scale = np.float32(scale)
