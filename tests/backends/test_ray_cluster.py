@@ -68,6 +68,7 @@ pytestmark = pytest.mark.slow
 # answer each. Its actors are restarted only then.
 FAST_NODE_DEATH = json.dumps({"health_check_period_ms": 500, "health_check_failure_threshold": 3})
 CAP_S = 600  # the run's --max-seconds and --hang-timeout: caps, never reached (the test ends it by a signal)
+METRICS_EVERY = 1000  # a metrics row every this many steps of a worker: many a second, short waits
 
 
 @pytest.fixture
@@ -170,7 +171,7 @@ def start_run(tmp_path: Path, token: str, address: str | None, workers: int = 2,
     the faults here are deaths."""
     args = f"train --env CartPole-v1 --backend ray --workers {workers} --target-return 1e9 --quiet"
     args += f" --max-seconds {CAP_S} --hang-timeout {CAP_S} --run-dir {tmp_path / 'run'}"
-    args += f" {budget}"
+    args += f" --set metrics_interval_steps={METRICS_EVERY} {budget}"
     args += f" --ray-address {address}" if address else ""
     with open(tmp_path / "stdout.txt", "w") as out, open(tmp_path / "stderr.txt", "w") as err:
         command = [*prefix, sys.executable, "-m", "a3c", *args.split()]
@@ -239,7 +240,7 @@ def test_a_checkpoint_crosses_backends_both_ways_and_the_cluster_a_run_starts_st
     with open(tmp_path / "stdout.txt", "w") as out, open(err_path, "w") as err:
         # Its step budget is out of reach (its own would be the first segment's): the test ends it.
         command = ["train", "--resume", str(run_dir), "--backend", "ray", "--max-steps", str(10**9), *common,
-                   "--workers", "2"]  # fmt: skip
+                   "--workers", "2", "--set", f"metrics_interval_steps={METRICS_EVERY}"]  # fmt: skip
         run = subprocess.Popen([sys.executable, "-m", "a3c", *command, "--quiet"], cwd=ROOT,
                                env=a3c_env(token), stdout=out, stderr=err,
                                start_new_session=True)  # fmt: skip
