@@ -89,3 +89,4 @@ def test_past_the_restart_budget_the_run_fails_naming_the_evaluator(monkeypatch)
     monkeypatch.setattr(ev, "_await", wait)
     with pytest.raises(ActorFailed, match="evaluator actor"):
         ev._play(2, 7, should_stop=lambda: False)
+    assert ev.actor_restarts == 3  # the restarts made (the run's summary counts them), not the loss past them

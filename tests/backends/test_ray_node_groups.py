@@ -156,6 +156,7 @@ def test_past_its_restart_budget_a_group_fails_the_run_naming_it():
     records = drain(g, len(script))
     (error,) = records
     assert error.source == "node 0" and "past its restart budget" in error.traceback
+    assert g.restarts == 3  # the restarts made (the run's summary counts them), not the loss past them
 
 
 def test_a_replacement_that_dies_before_it_answers_is_a_new_loss(capsys):

@@ -1,15 +1,18 @@
 """The Ray backend's node mode on the shared loopback head: a crashed worker inside a group is restarted
-by the group; a killed group is replaced by the driver and trains on, its counts kept; an evaluator actor
-that hangs is killed and restarted, and the evaluations are its restart's; a shard that dies or hangs fails
-the run naming it, with last.pt from the last sync, from which the run resumes on Ray and ends at its step
-budget. (Two nodes, each exchange reaching every shard once, and losing a node, are
+by the group; a killed group is replaced by the driver and trains on, its counts kept; a group that stops
+answering is taken for hung, killed and replaced; a group past its restart budget fails the run naming it;
+an evaluator actor that hangs is killed and restarted, and the evaluations are its restart's; a shard that
+dies or hangs fails the run naming it, with last.pt from the last sync, from which the run resumes on Ray
+and ends at its step budget. (Two nodes, each exchange reaching every shard once, and losing a node, are
 tests/backends/test_ray_cluster.py's; the arithmetic is test_ray_exchange.py's; a checkpoint crossing
 backends is test_ray_cluster.py's.)
 
 Each test waits for the events it is about (metrics rows of a worker, a restart, an evaluation):
-``--max-seconds`` is only a cap, for a run that never gets there. Hangs are injected with ``A3C_TEST_HANG``
-(ray/remote.py) into the named actor alone, which the driver holds to the injected hang's own short timeout;
-every healthy actor has ``--hang-timeout`` = the cap, so none is taken for hung however loaded the machine.
+``--max-seconds`` is only a cap, for a run that never gets there. The evaluator's and a shard's hangs are
+injected with ``A3C_TEST_HANG`` (ray/remote.py) into the named actor alone, which the driver holds to the
+injected hang's own short timeout; every healthy actor there has ``--hang-timeout`` = the cap, so none is
+taken for hung however loaded the machine. A group's hang is the test's own: it stops the group's processes
+(SIGSTOP) in a run whose ``--hang-timeout`` is HUNG_GROUP_TIMEOUT_S.
 Each test checks that no process of its runs, their actors included, is left."""
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ import pytest
 from tests.helpers import (
     ROOT,
     a3c_env,
+    alive,
     assert_continuous,
     call_a3c,
     csv_rows,
     data_rows,
+    descendants,
     processes_with_token,
     read_json,
     run_a3c,
@@ -43,15 +48,19 @@ pytestmark = pytest.mark.slow
 from a3c.backends.ray.remote import INJECTED_HANG_TIMEOUT_S  # noqa: E402 - after the extra's guard
 
 CAP_S = 600  # --max-seconds and --hang-timeout: caps, never reached (each run is ended by the test or fails)
+# --hang-timeout of the run whose group the test stops (SIGSTOP): long beside a healthy actor's answers
+# (milliseconds apart), so that none is taken for hung on a loaded machine; the wait for it costs no CPU.
+HUNG_GROUP_TIMEOUT_S = 20.0
 METRICS_EVERY = 1000  # a metrics row every this many steps of a worker: many a second, short waits
 EXIT_CAP_S = 120
 
 
-def start_run(tmp_path: Path, token: str, address: str, *args: str, workers: int = 2) -> subprocess.Popen:
+def start_run(tmp_path: Path, token: str, address: str, *args: str, workers: int = 2,
+              hang_timeout: float = CAP_S) -> subprocess.Popen:  # fmt: skip
     """A CartPole run in node mode (one shard: two, each exchange reaching both, are test_ray_cluster.py's)
     that does not end by itself."""
     command = f"train --env CartPole-v1 --backend ray --workers {workers} --target-return 1e9 --quiet"
-    command += f" --max-seconds {CAP_S} --hang-timeout {CAP_S} --ray-address {address}"
+    command += f" --max-seconds {CAP_S} --hang-timeout {hang_timeout:g} --ray-address {address}"
     command += f" --run-dir {tmp_path / 'run'} --set ray_shards=1 --set sync_interval=0.5"
     command += f" --set metrics_interval_steps={METRICS_EVERY}"
     with open(tmp_path / "stdout.txt", "w") as out, open(tmp_path / "stderr.txt", "w") as err:
@@ -199,4 +208,54 @@ def test_a_hung_shard_fails_the_run_naming_it(tmp_path, token, ray_head: RayHead
     assert summary["exit_reason"] == "failed: parameter shard 0", summary
     saved = load_resume_checkpoint(run_dir)  # the last sync: weights and counters of one instant
     assert saved["global_step"] == summary["total_steps"] == int(saved["worker_steps"].sum())
+    assert_no_ray_left(token)
+
+
+def test_a_hung_group_is_replaced_and_a_group_past_its_restart_budget_fails_the_run(
+    tmp_path, token, ray_head: RayHead, monkeypatch
+):
+    """A node group that stops answering (SIGSTOP: its actor, forkserver and worker) is killed once its drain
+    is unanswered for --hang-timeout, and replaced; the replacement trains. Killed again, the group is past
+    its restart budget (max_restarts=1): the run fails naming it, with last.pt from the last sync."""
+    from a3c.rundir.resume import load_resume_checkpoint
+
+    address = join_head(ray_head, monkeypatch, token)
+    run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
+    budget = ("--set", "max_restarts=1", "--set", "checkpoint_interval=1")
+    run = start_run(tmp_path, token, address, *budget, workers=1, hang_timeout=HUNG_GROUP_TIMEOUT_S)
+    frozen: set[int] = set()
+    try:
+        trains = lambda: workers_in_metrics(run_dir).count("0") >= 3  # noqa: E731
+        wait_for(trains, WAIT_CAP_S, "the worker trains", run, err)
+        (group,) = actor_processes(token, "NodeGroup")
+        frozen = {group} | descendants(group)  # with its forkserver and worker: nothing runs or answers
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        hung = lambda: "warning: node group 0 did not answer within" in err.read_text()  # noqa: E731
+        wait_for(hung, WAIT_CAP_S, "the driver finds the group hung", run, err)
+        for pid in alive(frozen):  # Ray killed the actor; its forkserver and worker then find it gone
+            os.kill(pid, signal.SIGCONT)
+        since = len(workers_in_metrics(run_dir))
+        trains_on = lambda: workers_in_metrics(run_dir)[since:].count("0") >= 3  # noqa: E731
+        wait_for(trains_on, WAIT_CAP_S, "the replacement trains", run, err)
+        (replacement,) = actor_processes(token, "NodeGroup")
+        assert replacement != group
+        os.kill(replacement, signal.SIGKILL)
+        code = run.wait(timeout=WAIT_CAP_S + EXIT_CAP_S)
+    finally:
+        for pid in alive(frozen):
+            os.kill(pid, signal.SIGCONT)
+        end(run)
+    stderr = err.read_text()
+    assert code == 1, stderr[-3000:]
+    assert re.findall(r"warning: node group 0 (.*); restarting it \((\d)/1\)", stderr) == [
+        (f"did not answer within {HUNG_GROUP_TIMEOUT_S:g} s (hung) and was killed", "1")
+    ], stderr[-3000:]
+    assert re.search(r"error: node 0 failed: node group 0 died \(\w+\); past its restart budget", stderr), (
+        stderr[-3000:]
+    )
+    summary = read_json(run_dir / "summary.json")
+    assert summary["exit_reason"] == "failed: node 0" and summary["restarts"] == 1, summary
+    saved = load_resume_checkpoint(run_dir)  # the last sync: weights and counters of one instant
+    assert saved["global_step"] == summary["total_steps"] == int(saved["worker_steps"].sum()) > 0
     assert_no_ray_left(token)

@@ -83,14 +83,14 @@ class RemoteEvaluator(Evaluator):
                 returns, lengths, cpu = result
                 self.remote_cpu_s += cpu
                 return returns, lengths
-            self.actor_restarts += 1
-            self.actor_answered = False
-            self.restarted_at = time.monotonic()
             budget = self.config.max_restarts
-            if self.actor_restarts > budget:
+            if self.actor_restarts >= budget:  # actor_restarts counts the ones made, as the local backend's
                 raise ActorFailed(
                     "evaluator actor", f"the evaluator actor {problem}; past its restart budget"
                 )
+            self.actor_restarts += 1
+            self.actor_answered = False
+            self.restarted_at = time.monotonic()
             print(
                 f"warning: the evaluator actor {problem}; restarting it ({self.actor_restarts}/{budget})",
                 file=sys.stderr,

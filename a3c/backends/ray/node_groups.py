@@ -206,10 +206,10 @@ class NodeGroups:
             self._overdue(i, w.down_since, "did not come back", records)
             return
         w.lost_generation = generation
-        w.restarts += 1
-        if w.restarts > self.config.max_restarts:
+        if w.restarts >= self.config.max_restarts:  # restarts counts the ones made, as the local backend's
             self._fail(i, f"node group {i} {why}; past its restart budget", records)
             return
+        w.restarts += 1
         budget = f"{w.restarts}/{self.config.max_restarts}"
         print(f"warning: node group {i} {why}; restarting it ({budget})", file=sys.stderr, flush=True)
         if replace:
