@@ -174,3 +174,34 @@ def test_a_start_that_fails_fails_the_run_naming_the_group():
     g.actors[0].start = SimpleNamespace(remote=lambda *args: Ref(error=RuntimeError("/dev/shm is full")))
     (error,) = drain(g, 2)
     assert error.source == "node 0" and "could not start" in error.traceback and "/dev/shm" in error.traceback
+
+
+def test_workers_split_over_the_nodes_in_near_equal_groups_and_each_group_is_pinned_to_its_node(monkeypatch):
+    spawned = []
+    monkeypatch.setattr(NodeGroups, "_spawn", lambda self, i: spawned.append((i, self.node_ids[i])) or i)
+    config = SimpleNamespace(workers=3, to_dict=dict)
+    trainer = SimpleNamespace(config=config, start_time=0.0, spaces=None)
+    g = NodeGroups(trainer, ["head", "second"], [], [], RunStats(None, None), threading.Lock(), 0)
+    assert g.groups == [[0, 1], [2]] and spawned == [(0, "head"), (1, "second")]
+    assert g.slots.shape == g.carried.shape == (3, 3)  # (steps, updates, skipped) of each of the 3 workers
+
+
+def test_a_checkpoints_moments_come_from_the_first_group_to_answer_not_after_a_hung_ones_wait(monkeypatch):
+    from a3c.backends.ray.node_groups import first_moments
+
+    g = groups([], [])
+    hung, answered = Ref(), Ref({"exp_avg": np.ones(3)})
+    g.actors[0].optimizer_state = SimpleNamespace(remote=lambda: hung)
+    g.actors[1].optimizer_state = SimpleNamespace(remote=lambda: answered)
+
+    def wait(refs, num_returns=1, timeout=None):
+        ready = [r for r in refs if r is answered][:num_returns]
+        return ready, [r for r in refs if r not in ready]
+
+    def get(ref, timeout=None):
+        assert ref is answered and timeout == 0, "waited on the hung group's answer"
+        return ref.value
+
+    monkeypatch.setattr(groups_module.ray, "wait", wait)
+    monkeypatch.setattr(groups_module.ray, "get", get)
+    assert first_moments(g) is answered.value

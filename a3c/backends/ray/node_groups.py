@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import ray
-from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError, RayError
+from ray.exceptions import ActorUnavailableError, RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from a3c.backends.ray.node import NodeGroup
@@ -275,14 +275,20 @@ class NodeGroups:
 
 
 def first_moments(groups: NodeGroups) -> dict[str, np.ndarray] | None:
-    """The optimizer moments of the first of ``groups`` that answers started (None: none does)."""
-    for actor, w in zip(groups.actors, groups.watch, strict=True):
-        if w.failed or w.down_since is not None:
-            continue
+    """The optimizer moments of the first of ``groups`` that answers started (None: none does within
+    --hang-timeout). All are asked at once, so that a hung group holds up a checkpoint only while no other
+    answers."""
+    watched = zip(groups.actors, groups.watch, strict=True)
+    pending = [a.optimizer_state.remote() for a, w in watched if not w.failed and w.down_since is None]
+    deadline = time.monotonic() + groups.config.hang_timeout
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1, timeout=max(deadline - time.monotonic(), 0.0))
+        if not ready:
+            return None  # none answered in time: the drains find the hung ones
         try:
-            moments = ray.get(actor.optimizer_state.remote(), timeout=groups.config.hang_timeout)
-        except (GetTimeoutError, RayError):
-            continue  # a lost group: the next one's
+            moments = ray.get(ready[0], timeout=0)  # ready: no wait
+        except RayError:
+            continue  # a lost group: another's
         if moments is not None:
             return moments
     return None
