@@ -338,11 +338,12 @@ def train_serial_fixed_length(run_dir: Path, max_steps: int):
 
 
 def call_a3c_train(*args: str) -> subprocess.CompletedProcess:
-    """``a3c train ARGS`` with ``--serial`` in this process (``call_a3c``): a serial run starts no process.
-    Its trainer sets torch's thread count (to one); the caller's is given back, as ``a3c.train`` does."""
+    """``a3c train ARGS`` in this process (``call_a3c``): a serial run starts no process; a run with workers
+    forks them from the session's forkserver (tests/conftest.py starts it under the session's token, so
+    the session's leak check covers them). Its trainer sets torch's thread count (to one); the caller's is
+    given back, as ``a3c.train`` does."""
     import torch
 
-    assert "--serial" in args, "only a serial run starts no process"
     threads = torch.get_num_threads()
     try:
         return call_a3c("train", *args)

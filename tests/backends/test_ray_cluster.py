@@ -40,7 +40,6 @@ from tests.helpers import (
     left_behind,
     processes_with_token,
     read_json,
-    run_a3c,
 )
 from tests.ray_head import (
     HOST_IP,
@@ -191,14 +190,10 @@ def gcs_address(pids: set[int]) -> str:
 SEGMENT_STEPS = 2_000  # the local segments' step budgets: 10 Pendulum episodes
 
 
-def train_locally(token: str, run_dir: Path, *args: str, serial: bool = False) -> dict:
-    """A local-backend segment of the run to its step budget (``serial``: one worker, in this process); its
-    summary."""
-    args = (*args, "--backend", "local", "--quiet")
-    if serial:
-        result = call_a3c_train(*args, "--serial")
-    else:
-        result = run_a3c("train", *args, timeout=CAP_S, token=token)
+def train_locally(run_dir: Path, *args: str) -> dict:
+    """A local-backend segment of the run to its step budget, two workers (the trainer in this process, its
+    workers forked from the session's forkserver); its summary."""
+    result = call_a3c_train(*args, "--backend", "local", "--workers", "2", "--quiet")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "starts afresh" not in result.stderr  # no statistics lost at a resume
     return read_json(run_dir / "summary.json")
@@ -228,8 +223,8 @@ def test_a_checkpoint_crosses_backends_both_ways_and_the_cluster_a_run_starts_st
     run_dir, err_path = tmp_path / "run", tmp_path / "stderr.txt"
     # The target, --max-seconds and --hang-timeout are out of reach: step budgets or the test end a segment.
     common = ("--target-return", "1e9", "--max-seconds", str(CAP_S), "--hang-timeout", str(CAP_S))
-    train_locally(token, run_dir, "--env", "Pendulum-v1", "--max-steps", str(SEGMENT_STEPS), "--run-dir",
-                  str(run_dir), "--workers", "2", *common)  # fmt: skip
+    train_locally(run_dir, "--env", "Pendulum-v1", "--max-steps", str(SEGMENT_STEPS), "--run-dir",
+                  str(run_dir), *common)  # fmt: skip
     before = load_resume_checkpoint(run_dir)
     assert before["config"]["backend"] == "local" and before["global_step"] >= SEGMENT_STEPS
     assert before["config"]["obs_norm"] and before["config"]["reward_scale"]
@@ -276,10 +271,9 @@ def test_a_checkpoint_crosses_backends_both_ways_and_the_cluster_a_run_starts_st
     after = load_resume_checkpoint(run_dir)  # the last sync: weights, counters and statistics of one instant
     check_segment(before, after, "ray", resumes=1)
 
-    # Back on the local backend: serially, in this process (a checkpoint's load is the same with workers).
     before = after
-    summary = train_locally(token, run_dir, "--resume", str(run_dir), "--max-steps",
-                            str(before["global_step"] + SEGMENT_STEPS), *common, serial=True)  # fmt: skip
+    summary = train_locally(run_dir, "--resume", str(run_dir), "--max-steps",
+                            str(before["global_step"] + SEGMENT_STEPS), *common)  # fmt: skip
     after = load_resume_checkpoint(run_dir)
     check_segment(before, after, "local", resumes=2)
     assert summary["exit_reason"] == "max_steps"

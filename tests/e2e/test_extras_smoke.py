@@ -22,7 +22,7 @@ import torch
 from a3c.algo.learner.learner import build_model
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
-from tests.helpers import call_a3c, call_a3c_train, read_json, require_extra, run_a3c
+from tests.helpers import call_a3c, call_a3c_train, read_json, require_extra
 
 pytestmark = pytest.mark.slow
 
@@ -42,17 +42,15 @@ def needs(module: str, extra: str) -> Callable[[Callable], Callable]:
 
 
 def train_and_evaluate(
-    run_dir, token, env_id: str, steps: int, *sets: str, serial: bool = False
+    run_dir, env_id: str, steps: int, *sets: str, serial: bool = False
 ) -> tuple[dict, dict]:
-    """Train ``env_id`` for ``steps`` with 2 spawned workers (``serial``: one worker in this process, which
-    starts no process), then ``a3c evaluate`` its best.pt."""
+    """Train ``env_id`` for ``steps`` in this process (``a3c train``'s CLI, in-process) with 2 workers forked
+    from the session's forkserver (``serial``: one worker in this process, which starts no process), then
+    ``a3c evaluate`` its best.pt."""
     args = ["--env", env_id, "--max-steps", str(steps), "--quiet", "--run-dir", str(run_dir)]
     for item in sets:
         args += ["--set", item]
-    if serial:
-        result = call_a3c_train(*args, "--serial")
-    else:
-        result = run_a3c("train", *args, "--workers", "2", timeout=300, token=token)
+    result = call_a3c_train(*args, "--serial") if serial else call_a3c_train(*args, "--workers", "2")
     assert result.returncode == 0, result.stderr
     summary = read_json(run_dir / "summary.json")
     assert summary["total_steps"] >= steps and summary["exit_reason"] == "max_steps"
@@ -109,28 +107,28 @@ def check_pong_run(run_dir, summary: dict, frames: int, lstm_size: int) -> None:
 
 
 @needs("ale_py", "atari")
-def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir, token):
+def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir):
     """The preset's A3C-LSTM (one frame in, an LSTM of 256)."""
-    summary, played = train_and_evaluate(run_dir, token, "ALE/Pong-v5", 400, "eval_episodes=1")
+    summary, played = train_and_evaluate(run_dir, "ALE/Pong-v5", 400, "eval_episodes=1")
     check_pong_game(played)
     check_pong_run(run_dir, summary, frames=1, lstm_size=256)
 
 
 @needs("ale_py", "atari")
-def test_pong_frame_stack_trains_checkpoints_and_evaluates(run_dir, token):
+def test_pong_frame_stack_trains_checkpoints_and_evaluates(run_dir):
     """A3C FF (the conv net over 4 stacked frames, no LSTM), serially: the learner and the evaluator of
     every backend, in this process."""
     sets = ("eval_episodes=1", "lstm_size=0", "frame_stack=4")
-    summary, played = train_and_evaluate(run_dir, token, "ALE/Pong-v5", 400, *sets, serial=True)
+    summary, played = train_and_evaluate(run_dir, "ALE/Pong-v5", 400, *sets, serial=True)
     check_pong_game(played)
     check_pong_run(run_dir, summary, frames=4, lstm_size=0)
 
 
 @needs("mujoco", "mujoco")
-def test_halfcheetah_gaussian_trains_checkpoints_and_evaluates(run_dir, token):
+def test_halfcheetah_gaussian_trains_checkpoints_and_evaluates(run_dir):
     """A Gaussian policy with shared observation statistics, serially."""
     sets = ("eval_episodes=1",)
-    summary, played = train_and_evaluate(run_dir, token, "HalfCheetah-v5", 2000, *sets, serial=True)
+    summary, played = train_and_evaluate(run_dir, "HalfCheetah-v5", 2000, *sets, serial=True)
     assert played["mean_length"] == 1000 and played["env_id"] == "HalfCheetah-v5"
     state = torch.load(run_dir / "checkpoints" / "best.pt", weights_only=False)
     assert state["spaces"]["continuous"] and state["spaces"]["n_actions"] == 6

@@ -23,7 +23,6 @@ from tests.helpers import (
     left_behind,
     popen_a3c,
     read_json,
-    run_a3c,
     spawned_children,
     start_cartpole,
     wait_until,
@@ -131,16 +130,16 @@ def test_two_spawned_workers_train_and_leave_the_documented_run_dir(run_dir, tok
 
 
 @pytest.mark.slow
-def test_step_count_is_exact_with_two_spawned_workers(run_dir, token):
+def test_step_count_is_exact_with_two_spawned_workers(run_dir):
     # FixedLength-v0 truncates every episode after exactly 10 steps and t_max = 10, so every segment ends on
     # an episode boundary: the steps in episodes.csv must add up to the shared counters' total exactly. The
     # step budget ends the run (an event: the workers then finish their update and send their episodes);
     # 40k steps keep both workers busy for seconds, long after each has started (the two start side by side,
-    # from the forkserver). The policy lag is checked here too.
-    args = "train --env tests.testing_envs:FixedLength-v0 --workers 2 --envs-per-worker 2 --set t_max=10"
-    args += " --max-steps 40000 --target-return 1000 --max-seconds 600 --quiet"
-    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=700, token=token)
-    assert result.returncode == 0, result.stderr
+    # from the forkserver). The policy lag is checked here too. The trainer is this process (the Python
+    # API), its workers forked from the session's forkserver: no interpreter or torch to start.
+    run = a3c.train("tests.testing_envs:FixedLength-v0", run_dir=run_dir, workers=2, envs_per_worker=2,
+                    t_max=10, max_steps=40_000, target_return=1000, max_seconds=600)  # fmt: skip
+    assert run.exit_code == 0, run.summary
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"] == "max_steps" and summary["total_steps"] >= 40_000
     with (run_dir / "episodes.csv").open() as f:
