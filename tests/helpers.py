@@ -1,6 +1,7 @@
-"""Helpers for tests that run ``a3c`` as a real command (a subprocess with the repo on PYTHONPATH) or, where
-it starts nothing, in-process (``call_a3c``); probes of processes and /dev/shm; and the guard for optional
-extras. The fixtures and the leak check every test gets are tests/conftest.py's (tests/leaks.py)."""
+"""Helpers for tests that run ``a3c`` as a real command (a subprocess with the repo on PYTHONPATH) or
+in-process (``call_a3c``; ``call_a3c_train``, whose workers, if any, fork from the session's forkserver);
+probes of processes and /dev/shm; and the guard for optional extras. The fixtures and the leak check every
+test gets are tests/conftest.py's (tests/leaks.py)."""
 
 from __future__ import annotations
 
@@ -85,8 +86,9 @@ def a3c_exit_code(*args: str) -> int:
 
 def call_a3c(*args: str) -> subprocess.CompletedProcess:
     """``a3c ARGS`` in this process, its output captured: what ``run_a3c`` returns, without an interpreter
-    and torch to start (about 2 s of CPU each). Only for a command that starts no process and changes no
-    process-wide setting: ``evaluate`` without ``--video``, or one refused before it starts anything."""
+    and torch to start (about 2 s of CPU each). For a command that changes no process-wide setting for
+    good: ``evaluate`` without ``--video``, one refused before it starts anything, or ``train`` through
+    ``call_a3c_train``. What a forked worker writes to its own stderr is not captured here."""
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         code = a3c_exit_code(*args)

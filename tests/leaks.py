@@ -33,8 +33,8 @@ LEAK_WAIT_S = {"function": 30.0, "module": 30.0, "session": 30.0}
 
 
 def multiprocessing_helpers() -> set[int]:
-    """This process's multiprocessing forkserver and resource tracker. Each is started once, by whichever
-    test first needs it, and serves the whole session (it exits with pytest): never a leak. The forkserver's
+    """This process's multiprocessing forkserver and resource tracker. Each is started once, by the session
+    (tests/conftest.py), and serves the whole session (it exits with pytest): never a leak. The forkserver's
     children, the processes tests start through it, are checked like any other."""
     pids = {
         getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None),

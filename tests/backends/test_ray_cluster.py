@@ -6,7 +6,8 @@ once; a cluster with token authentication off is refused; a run joins two nodes 
 as users start them (token authentication on, on a machine of the test's own), runs a node group on each
 and goes on when one node is killed mid-run (its group started again on the head). Ray's
 state API needs the dashboard (``ray[default]``, not installed), so placement is read from the GCS actor
-table, its data source. Every process of the test carries the ``token`` and is checked."""
+table, its data source. Every process of the test carries the ``token`` and is checked (but the local
+segments' workers, forked from the session's forkserver: the session's token)."""
 
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ METRICS_EVERY = 1000  # a metrics row every this many steps of a worker: many a 
 @pytest.fixture
 def ray_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Token authentication with a token file of this test's own (never ~/.ray/auth_token): every process
-    the test starts inherits these variables."""
+    the test starts inherits these variables (not the local segments' workers, which read none)."""
     path = auth_token_file(tmp_path)
     for key, value in ray_auth_env(path).items():
         monkeypatch.setenv(key, value)

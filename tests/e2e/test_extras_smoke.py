@@ -1,10 +1,10 @@
 """Smoke runs of the optional env families on the local backend: Atari (the preset's conv net + LSTM, and A3C
 FF: the conv net over a 4-frame stack) and MuJoCo (Gaussian policy, shared observation statistics).
 
-Each trains a few hundred steps (the Pong preset's CNN-LSTM with 2 spawned workers; A3C FF and HalfCheetah
-serially, in this process), writes a checkpoint, and ``a3c evaluate`` plays it. The Ray backend runs the
-same learner in its node groups (tests/backends: its runs cross backends with Pendulum's observation
-statistics and reward scaling).
+Each trains a few hundred steps in this process (the Pong preset's CNN-LSTM with 2 workers forked from
+the session's forkserver; A3C FF and HalfCheetah serially), writes a checkpoint, and ``a3c evaluate``
+plays it. The Ray backend runs the same learner in its node groups (tests/backends: its runs cross
+backends with Pendulum's observation statistics and reward scaling).
 ``make test`` installs both extras (they are in ``dev``); without one, its test is skipped and says why (it
 fails under CI's A3C_REQUIRE_EXTRAS=1).
 """

@@ -1,4 +1,5 @@
-"""End-to-end runs of ``a3c train`` as a real command: spawned workers, the run-dir contract, stopping."""
+"""End-to-end runs of ``a3c train``: as a real command where the trainer's process is the point (the run-dir
+contract, stopping), in this process where it is not (the exact step count of two workers, a serial run)."""
 
 from __future__ import annotations
 

@@ -205,6 +205,7 @@ def test_a_pruned_trial_is_told_pruned(tmp_path):
 # -- the study on resume, the preset -------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # about 2 CPU-s (optuna and its study storage): out of the edit-run loop
 def test_a_trial_left_running_is_marked_failed_when_the_study_reopens(tmp_path, capsys):
     optuna = require_extra("optuna", "tune")
     storage = f"sqlite:///{tmp_path / 'study.db'}"

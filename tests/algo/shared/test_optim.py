@@ -22,6 +22,7 @@ from tests.helpers import require_extra
 ADAM_SETTINGS = [(1e-3, (0.9, 0.999), 1e-8), (0.05, (0.5, 0.9), 1e-3), (0.3, (0.0, 0.99), 1e-6)]
 
 
+@pytest.mark.slow  # torch.optim.Adam imports torch._dynamo: 2 CPU-s, out of the edit-run loop
 @pytest.mark.parametrize(("lr", "betas", "eps"), ADAM_SETTINGS)
 def test_shared_adam_equals_torch_adam(lr, betas, eps):
     model_a, model_b = run_both(
