@@ -44,6 +44,7 @@ from tests.helpers import (
 )
 from tests.ray_head import (
     HOST_IP,
+    METRICS_EVERY,
     RAY_SHUTDOWN_S,
     WAIT_CAP_S,
     IsolatedMachine,
@@ -68,7 +69,6 @@ pytestmark = pytest.mark.slow
 # answer each. Its actors are restarted only then.
 FAST_NODE_DEATH = json.dumps({"health_check_period_ms": 500, "health_check_failure_threshold": 3})
 CAP_S = 600  # the run's --max-seconds and --hang-timeout: caps, never reached (the test ends it by a signal)
-METRICS_EVERY = 1000  # a metrics row every this many steps of a worker: many a second, short waits
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ from tests.helpers import (
     read_json,
     run_a3c,
 )
-from tests.ray_head import WAIT_CAP_S, RayHead, actor_processes, assert_no_ray_left, end, join_head, wait_for
+from tests.ray_head import METRICS_EVERY, WAIT_CAP_S, RayHead, actor_processes, assert_no_ray_left, end, join_head, wait_for
 
 __import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 pytestmark = pytest.mark.slow
@@ -52,7 +52,6 @@ CAP_S = 600  # --max-seconds and --hang-timeout: caps, never reached (each run i
 # --hang-timeout of the run whose group the test stops (SIGSTOP): long beside a healthy actor's answers
 # (milliseconds apart), so that none is taken for hung on a loaded machine; the wait for it costs no CPU.
 HUNG_GROUP_TIMEOUT_S = 20.0
-METRICS_EVERY = 1000  # a metrics row every this many steps of a worker: many a second, short waits
 EXIT_CAP_S = 120
 
 
