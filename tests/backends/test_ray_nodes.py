@@ -41,7 +41,16 @@ from tests.helpers import (
     read_json,
     run_a3c,
 )
-from tests.ray_head import METRICS_EVERY, WAIT_CAP_S, RayHead, actor_processes, assert_no_ray_left, end, join_head, wait_for
+from tests.ray_head import (
+    METRICS_EVERY,
+    WAIT_CAP_S,
+    RayHead,
+    actor_processes,
+    assert_no_ray_left,
+    end,
+    join_head,
+    wait_for,
+)
 
 __import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 pytestmark = pytest.mark.slow
