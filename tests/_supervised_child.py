@@ -13,7 +13,7 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
-from a3c.runtime.shared import Heartbeats, StopSignal
+from a3c.runtime.counters import Heartbeats, StopSignal
 
 LIFETIME_S = 120.0  # a child outliving its test by this much exits on its own
 

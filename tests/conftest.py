@@ -146,7 +146,7 @@ SLOWEST_UNITS_S = {
     "tests/e2e/test_many_workers.py": 25,
     "tests/e2e/test_tune.py": 19,
     "tests/front/test_race.py": 17,
-    "tests/algo/shared/test_optim.py": 15,
+    "tests/algo/test_optim.py": 15,
     "tests/e2e/test_deterministic.py": 14,
     "tests/api/test_notebook.py": 14,
     "tests/e2e/test_spaces_learn.py": 9,

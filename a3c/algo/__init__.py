@@ -1,19 +1,20 @@
-"""algo: the math and the learner, grouped by role (top to bottom; .importlinter keeps the order):
+"""algo: the math and the learner, one module per idea (top to bottom; .importlinter keeps the order):
 
-- ``diagnostics``: per-worker metrics rows and the health checks read from them;
-- ``learner``: the ``Learner`` (one worker's update loop), the autograd side of an update, rollouts, greedy
-  play, learning-rate schedules;
-- ``fast``: the numpy closed-form gradient that the default MLP with discrete actions takes;
-- ``models``: the networks (the MLP in torch and its numpy forward, the Atari conv net), action distributions,
-  the acting side of a model, the greedy graph ``a3c export`` writes;
-- ``loss`` and ``shared``: returns, loss terms and segments; the flat parameter buffer, the shared
-  optimizers and the shared observation and return statistics.
+- what reads a run: ``evaluation`` (greedy play), ``export_graph`` (the graph ``a3c export`` writes),
+  ``metrics`` and ``health`` (per-worker metrics rows and the checks read from them), ``reference`` (one
+  update in plain autograd, to read; training never runs it, both gradient paths are tested against it);
+- ``learner``: one worker's update, pull → roll out → loss and gradient → hand off → shared step;
+- ``numpy_mlp``: the MLP's numpy twin, acting and the closed-form gradient of discrete policies;
+- ``loss``: the loss terms and the autograd path of an update;
+- ``rollout``, ``networks``, ``normalize``: the collector, its segment buffers and their targets; the torch
+  networks; observation and return statistics;
+- ``distributions``, ``optim``: every action head; the flat parameter buffer, the shared optimizers and the
+  learning-rate schedules.
 
-``reference.py`` is an update's loss and clipped gradient (discrete actions) in plain autograd, to read;
-training never runs it, and both gradient paths are tested against it. The path of one update, file by file:
-``Learner.update``'s docstring.
+The default update (an MLP with discrete actions) runs through learner → rollout → numpy_mlp →
+distributions → loss → optim; docs/how-it-works.md follows it step by step.
 
-No processes and no files here: a worker process, the serial backend and a Ray actor all run this same
+No processes and no files here: a worker process, the serial backend and a Ray node group all run this same
 code. It may import ``a3c.core``, ``envs``, torch and numpy; never ``a3c.rundir``, ``a3c.runtime``,
 ``a3c.backends`` or the front.
 """

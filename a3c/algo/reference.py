@@ -1,6 +1,6 @@
 """One A3C update of a discrete-action actor-critic, in plain torch autograd, in one function: what the
 learner computes, written to be read rather than to be fast. Training never runs it; the numpy fast path
-(``a3c.algo.fast.mlp_grad``) and the autograd path (``a3c.algo.learner.torch_update``) are tested against it
+(``a3c.algo.numpy_mlp``) and the autograd path (``a3c.algo.loss``) are tested against it
 (tests/algo/test_reference.py).
 
 A segment is T steps of B envs. For each step t in env b the update needs the observation, the action taken,
@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 if TYPE_CHECKING:
-    from a3c.algo.loss.segment import Segment
+    from a3c.algo.rollout import Segment
 
 
 def reference_update(

@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from a3c.algo.shared.optim import non_finite_counts
+from a3c.algo.optim import non_finite_counts
 from a3c.core.seeding import child_seed
 from a3c.runtime.context import child_context
+from a3c.runtime.counters import StopReason
 from a3c.runtime.evaluator import evaluator_main
-from a3c.runtime.shared import StopReason
 from a3c.runtime.state import SharedState
 from a3c.runtime.supervisor import ChildSpec, Supervisor
 from a3c.runtime.worker import worker_main

@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from a3c.algo.diagnostics.metrics import MetricsWindow
-from a3c.algo.learner.learner import Learner
-from a3c.algo.shared.optim import non_finite_counts
+from a3c.algo.learner import Learner
+from a3c.algo.metrics import MetricsWindow
+from a3c.algo.optim import non_finite_counts
 from a3c.runtime.evaluator import EvalSchedule, Evaluator
 from a3c.runtime.state import SharedState
 from a3c.runtime.worker import run_learner

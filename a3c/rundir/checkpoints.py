@@ -14,9 +14,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from a3c.algo.learner.greedy_play import play_policy
-from a3c.algo.learner.learner import build_model
-from a3c.algo.shared.normalize import RunningMeanStd
+from a3c.algo.evaluation import play_policy
+from a3c.algo.learner import build_model
+from a3c.algo.normalize import RunningMeanStd
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces

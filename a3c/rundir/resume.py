@@ -11,9 +11,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from a3c.algo.models.distributions import INIT_LOG_STD_RANGE, raw_log_std
-from a3c.algo.shared.normalize import SharedObsStats
-from a3c.algo.shared.optim import SharedOptimizer
+from a3c.algo.distributions import INIT_LOG_STD_RANGE, raw_log_std
+from a3c.algo.normalize import SharedObsStats
+from a3c.algo.optim import SharedOptimizer
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces

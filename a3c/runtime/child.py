@@ -14,7 +14,7 @@ from multiprocessing.connection import Connection
 import torch
 
 from a3c.core.records import ErrorRecord
-from a3c.runtime.shared import Heartbeats
+from a3c.runtime.counters import Heartbeats
 
 
 class ChildGuard:

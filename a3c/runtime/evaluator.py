@@ -16,10 +16,10 @@ from multiprocessing.connection import Connection
 import gymnasium as gym
 import numpy as np
 
-from a3c.algo.learner.greedy_play import play_greedy
-from a3c.algo.learner.torch_update import pull_weights
-from a3c.algo.shared.flat import flat_view, flatten_parameters
-from a3c.algo.shared.normalize import RunningMeanStd
+from a3c.algo.evaluation import play_greedy
+from a3c.algo.learner import pull_weights
+from a3c.algo.normalize import RunningMeanStd
+from a3c.algo.optim import flat_view, flatten_parameters
 from a3c.core.config import Config
 from a3c.core.records import EvalRecord
 from a3c.rundir.checkpoints import (
@@ -29,8 +29,8 @@ from a3c.rundir.checkpoints import (
 )
 from a3c.rundir.csvlog import EVAL_COLUMNS, CsvLog
 from a3c.runtime.child import ChildGuard, run_child
+from a3c.runtime.counters import StopReason, StopSignal
 from a3c.runtime.eval_rounds import confirm_round, plays_confirmation, round_seeds, selection_games
-from a3c.runtime.shared import StopReason, StopSignal
 from a3c.runtime.state import SharedState
 from envs import make_eval_vector_env
 from envs.episodes import eval_step_limit

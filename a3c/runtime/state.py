@@ -10,13 +10,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from a3c.algo.learner.learner import build_shared
-from a3c.algo.shared.normalize import SharedObsStats
-from a3c.algo.shared.optim import SharedOptimizer, assert_shared
+from a3c.algo.learner import build_shared
+from a3c.algo.normalize import SharedObsStats
+from a3c.algo.optim import SharedOptimizer, assert_shared
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from a3c.rundir.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats
-from a3c.runtime.shared import Counters, Heartbeats, StopSignal
+from a3c.runtime.counters import Counters, Heartbeats, StopSignal
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from a3c.core.records import ErrorRecord
+from a3c.runtime.counters import Heartbeats
 from a3c.runtime.pipe import RecordReader
-from a3c.runtime.shared import Heartbeats
 
 RESTART_WINDOW_S = 600.0
 STARTUP_TIMEOUT_S = 120.0  # a child's first heartbeat comes after its imports: slow on a loaded machine

@@ -7,11 +7,11 @@ import time
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
-from a3c.algo.diagnostics.metrics import MetricsWindow
-from a3c.algo.learner.learner import Learner
+from a3c.algo.learner import Learner
+from a3c.algo.metrics import MetricsWindow
 from a3c.core.records import EpisodeRecord, MetricsRecord
 from a3c.runtime.child import ChildGuard, run_child
-from a3c.runtime.shared import StopReason
+from a3c.runtime.counters import StopReason
 from a3c.runtime.state import SharedState
 
 # A worker sends its finished episodes at most this often, and all of them when it stops. One pipe message per

@@ -1,7 +1,7 @@
 """``a3c export``: a saved policy as one file that runs without this package — ONNX (for onnxruntime, in
 any language) or TorchScript (``torch.jit.load``, no a3c).
 
-The file holds the whole greedy policy (``a3c.algo.models.export_graph``): the run's observation
+The file holds the whole greedy policy (``a3c.algo.export_graph``): the run's observation
 normalisation, the network and the action mapping, so a client feeds it the env's raw observations and steps
 the env with what it returns. Inputs ``obs`` (and ``h``, ``c`` for a conv-LSTM), outputs ``action`` (and
 ``h_next``, ``c_next``); ONNX names cannot repeat, hence the suffix. docs/export.md shows a client.
@@ -169,8 +169,8 @@ def export_policy(
         require_onnx()  # before the checkpoint is loaded: a missing extra is said at once
     import torch
 
-    from a3c.algo.models.distributions import ActionDist
-    from a3c.algo.models.export_graph import greedy_module
+    from a3c.algo.distributions import ActionDist
+    from a3c.algo.export_graph import greedy_module
     from a3c.core.spaces import Spaces
     from a3c.rundir.checkpoints import load_checkpoint, load_policy
     from a3c.rundir.files import atomic_write

@@ -108,7 +108,7 @@ def record_episode(saved: SavedPolicy, folder: Path, seed: int) -> dict[str, Any
     Raises:
         BadInput: the env cannot render ``rgb_array`` frames, or a renderer's package is missing.
     """
-    from a3c.algo.learner.greedy_play import play_greedy
+    from a3c.algo.evaluation import play_greedy
 
     final = folder / f"{saved.path.stem}-seed{seed}.mp4"
     prefix = f".{final.stem}.partial"

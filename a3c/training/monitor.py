@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from a3c.algo.diagnostics.health import HealthWarning, LearningHealth
+from a3c.algo.health import HealthWarning, LearningHealth
 from a3c.core.config import Config
 from a3c.core.records import ErrorRecord, EvalRecord, MetricsRecord
 from a3c.rundir.csvlog import EPISODE_COLUMNS, METRICS_COLUMNS, CsvLog
 from a3c.rundir.tensorboard import TensorBoardLog
-from a3c.runtime.shared import Counters
+from a3c.runtime.counters import Counters
 from a3c.training.progress import Progress
 
 

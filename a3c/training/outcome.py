@@ -7,7 +7,7 @@ import traceback
 
 from a3c.backends.base import BackendFailed
 from a3c.core.records import ErrorRecord
-from a3c.runtime.shared import StopReason
+from a3c.runtime.counters import StopReason
 
 EXIT_CODES = {StopReason.SOLVED: 0, StopReason.MAX_STEPS: 0, StopReason.MAX_SECONDS: 0, StopReason.FAILED: 1}
 EXIT_CODES[StopReason.PRUNED] = 0  # ``on_eval`` asked to stop (a3c tune pruned the run): a clean end

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from a3c.algo.diagnostics.health import LearningHealth, box_entropy_floor, max_entropy
-from a3c.algo.shared.optim import non_finite_counts
+from a3c.algo.health import LearningHealth, box_entropy_floor, max_entropy
+from a3c.algo.optim import non_finite_counts
 from a3c.backends.base import Backend, BackendFailed
 from a3c.core.config import Config
 from a3c.core.records import EpisodeRecord, ErrorRecord, EvalRecord
@@ -29,7 +29,7 @@ from a3c.rundir import checkpoints
 from a3c.rundir.files import create_run_dir, run_metadata, write_json
 from a3c.rundir.lock import lock_run_dir, unlock
 from a3c.rundir.resume import trim_logs
-from a3c.runtime.shared import StopReason
+from a3c.runtime.counters import StopReason
 from a3c.runtime.state import SharedState, build_state
 from a3c.training.monitor import RunMonitor, format_summary
 from a3c.training.outcome import error_line, error_record, exit_status

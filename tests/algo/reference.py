@@ -1,10 +1,10 @@
 """Plain reference implementations the algo tests check the package against — none of them runs in training.
 
-- ``n_step_returns``: the A3C paper's bootstrapped returns, a loop over T (``a3c.algo.loss.returns.gae`` with
+- ``n_step_returns``: the A3C paper's bootstrapped returns, a loop over T (``a3c.algo.rollout.gae`` with
   λ = 1 must give the same returns).
 - ``reference_gae``: GAE as the forward sum it is defined by, in pure Python.
 - ``categorical_entropy`` and ``actor_critic_loss``: the categorical policy's entropy and loss from logits,
-  through ``a3c.algo.loss.losses.a2c_loss`` (the package reaches it through ``ActionDist.log_prob_entropy``).
+  through ``a3c.algo.loss.a2c_loss`` (the package reaches it through ``ActionDist.log_prob_entropy``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from a3c.algo.loss.losses import LossTerms, a2c_loss
+from a3c.algo.loss import LossTerms, a2c_loss
 
 
 def n_step_returns(

@@ -1,5 +1,5 @@
-"""A small MLP and random gradients for the optimizer and hand-off tests (tests/algo/shared/test_optim.py,
-tests/algo/learner/test_torch_update.py, tests/runtime/test_shared.py)."""
+"""A small MLP and random gradients for the optimizer and hand-off tests (tests/algo/test_optim.py,
+tests/algo/test_hand_off.py, tests/runtime/test_counters.py)."""
 
 from __future__ import annotations
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from a3c.algo.fast.mlp_grad import MlpGradient
-from a3c.algo.learner.torch_update import compute_gradients, segment_loss
+from a3c.algo.loss import compute_gradients, segment_loss
+from a3c.algo.numpy_mlp import MlpGradient
+from a3c.algo.optim import attach_flat_grad, clip_flat_grad, flatten_parameters
 from a3c.algo.reference import reference_update
-from a3c.algo.shared.flat import attach_flat_grad, clip_flat_grad, flatten_parameters
-from tests.algo.fast.test_mlp_grad import model_with_grad, random_segment
+from tests.algo.test_mlp_grad import model_with_grad, random_segment
 
 HYPER = {"gamma": 0.97, "gae_lambda": 0.9, "value_coef": 0.5, "entropy_coef": 0.02}
 

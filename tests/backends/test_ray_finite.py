@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from a3c.algo.learner.learner import build_model
-from a3c.algo.shared.flat import flatten_parameters
+from a3c.algo.learner import build_model
+from a3c.algo.optim import flatten_parameters
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from envs import inspect_env

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from a3c.algo.shared.normalize import RunningMeanStd
+from a3c.algo.normalize import RunningMeanStd
 from a3c.backends.ray.stats import RunStats
 
 

@@ -122,7 +122,7 @@ SUMMARY_TYPES: dict[str, tuple[type, ...]] = {
     "evaluator_cpu_fraction": (*NUMBER, type(None)),
     "restarts": (int,),
     "skipped_updates": (int,),
-    "warnings": (list,),  # of {kind, global_step, wall_time, message} (a3c/algo/diagnostics/health.py)
+    "warnings": (list,),  # of {kind, global_step, wall_time, message} (a3c/algo/health.py)
 }
 
 

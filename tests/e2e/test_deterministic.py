@@ -84,7 +84,7 @@ def rows(path: Path) -> list[dict[str, str]]:
 
 def test_two_serial_runs_with_one_seed_are_identical(runs):
     # Seen failing (2026-12-02) with one generator unseeded: the learner's action sampling
-    # (np.random.default_rng() in a3c/algo/learner/rollout.py) made all 12 model tensors differ; the
+    # (np.random.default_rng() in a3c/algo/rollout.py) made all 12 model tensors differ; the
     # evaluator's (a3c/runtime/evaluator.py) left the weights equal and made eval.csv differ from its first
     # row.
     a, b = last_state(runs["a"]), last_state(runs["b"])

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from a3c.algo.models.policy import TorchPolicy
+from a3c.algo.networks import TorchPolicy
 from a3c.rundir.checkpoints import load_policy
 from envs import make_vector_env
 from tests.front.test_cli import call

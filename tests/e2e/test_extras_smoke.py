@@ -19,7 +19,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from a3c.algo.learner.learner import build_model
+from a3c.algo.learner import build_model
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from tests.helpers import call_a3c, call_a3c_train, read_json, require_extra

@@ -47,10 +47,10 @@ def test_a_critic_that_sees_nothing_is_warned_about(tmp_path, monkeypatch, capsy
     # bar. (A critic frozen by value_coef=0 on CartPole is not: its random weights track the returns by
     # chance, and whether the median lands above 0.02 changed with the seed and with the CPU's float
     # kernels.) In this process, with the check's step thresholds scaled down tenfold (the thresholds
-    # themselves are tests/algo/diagnostics/test_health.py's): it needs 40k steps and a 10k window, and runs
+    # themselves are tests/algo/test_health.py's): it needs 40k steps and a 10k window, and runs
     # first at the row of step 40,000, the last. 16 envs x t_max 5 = 80 steps an update; a row every 10.
     import a3c
-    from a3c.algo.diagnostics import health
+    from a3c.algo import health
 
     monkeypatch.setattr(health, "DEAD_CRITIC_STEPS", 40_000)
     monkeypatch.setattr(health, "DEAD_CRITIC_WINDOW", 10_000)

@@ -219,7 +219,7 @@ def test_resume_round_trip_is_bit_exact(tmp_path):
     second = serial_trainer(run_dir, resume=checkpoint, max_steps=1200)
     # ... and what the resumed trainer starts from.
     torch.testing.assert_close(second.model.state_dict(), final_model, rtol=0, atol=0)
-    (flat,) = second.optimizer.param_groups[0]["params"]  # one flat parameter (a3c/algo/shared/flat.py)
+    (flat,) = second.optimizer.param_groups[0]["params"]  # one flat parameter (a3c/algo/optim.py)
     for key in ("step", "exp_avg", "exp_avg_sq"):
         live = second.optimizer.state[flat][key]
         assert torch.equal(live, final_moments[key]) and live.is_shared(), key

@@ -282,7 +282,7 @@ def test_training_episodes_are_real_games_with_raw_scores(monkeypatch):
     # The learner's episodes end at every lost life, with clipped rewards; episodes.csv must log the games.
     # The truth is kept below every wrapper: AtariPreprocessing's raw rewards summed from one real reset to
     # the next. Space Invaders scores 5..30 per alien and has 3 lives, so per-life or clipped sums differ.
-    from a3c.algo.learner.rollout import RolloutCollector
+    from a3c.algo.rollout import RolloutCollector
     from envs import make_vector_env
 
     games_of: list[list[tuple[float, float, int]]] = []  # per env: (raw score, clipped score, length)

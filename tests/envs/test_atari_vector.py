@@ -329,9 +329,9 @@ def test_sticky_actions_reach_the_emulator_on_both_paths(monkeypatch):
 
 @pytest.mark.slow  # ~1 s of emulation: kept out of the edit-run loop (make test-fast < 30 s)
 def test_the_learners_collector_logs_whole_native_games():
-    # What the learner does with it (a3c.algo.learner.rollout): the episodes it logs are the games the env
+    # What the learner does with it (a3c.algo.rollout): the episodes it logs are the games the env
     # reports (raw score, full length), not the lives it learns on.
-    from a3c.algo.learner.rollout import RolloutCollector
+    from a3c.algo.rollout import RolloutCollector
 
     envs = native("ALE/Breakout-v5", 2, training=True, frame_stack=4)
     try:

@@ -196,9 +196,9 @@ def test_breakdown_parts_add_up(monkeypatch):
     # On a clock that only its collaborators move, each part of the breakdown is exactly what they cost: each
     # timer wraps what it names, once (a part counted twice, or one left out, changes a figure); the parts and
     # "other" (Learner.update's own cost) add up to the total; and the steps per second are the steps over it.
-    import a3c.algo.learner.learner as learner_module
+    import a3c.algo.learner as learner_module
     import a3c.tools.bench.breakdown as breakdown_module
-    from a3c.algo.learner.learner import Learner
+    from a3c.algo.learner import Learner
 
     clock = BreakdownClock()
     monkeypatch.setattr(breakdown_module, "time", SimpleNamespace(perf_counter=clock.perf_counter))

@@ -113,7 +113,7 @@ def test_evaluate_foreign_checkpoint(capsys, tmp_path):
 def offset_obs_checkpoint(path, obs_norm: dict | None, config_obs_norm: bool = True) -> None:
     """A hand-made checkpoint for OffsetObs-v0 (tests/testing_envs.py) whose policy plays perfectly only on
     observations normalised by the env's true statistics: action 1 exactly when normalised obs[0] > 0."""
-    from a3c.algo.learner.learner import build_model
+    from a3c.algo.learner import build_model
     from a3c.core.spaces import Spaces
     from a3c.rundir.checkpoints import save_checkpoint
 

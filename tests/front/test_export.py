@@ -15,9 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from a3c.algo.learner.learner import build_model
-from a3c.algo.learner.rollout import action_dist
-from a3c.algo.models.policy import make_policy
+from a3c.algo.distributions import action_dist
+from a3c.algo.learner import build_model, make_policy
 from a3c.core.config import Config
 from a3c.rundir.checkpoints import SavedPolicy, checkpoint_payload, load_policy, save_checkpoint
 from envs import inspect_env, make_vector_env

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from a3c.algo.models.distributions import bound_log_std
+from a3c.algo.distributions import bound_log_std
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 import a3c.runtime.evaluator as evaluator_module
-from a3c.algo.learner.learner import build_shared
+from a3c.algo.learner import build_shared
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from a3c.rundir.checkpoints import load_checkpoint, saved_best
+from a3c.runtime.counters import Counters, Heartbeats, StopSignal
 from a3c.runtime.evaluator import Evaluator
-from a3c.runtime.shared import Counters, Heartbeats, StopSignal
 from a3c.runtime.state import SharedState
 
 

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from a3c.runtime.context import child_context
+from a3c.runtime.counters import Heartbeats, StopReason, StopSignal
 from a3c.runtime.pipe import RecordReader
-from a3c.runtime.shared import Heartbeats, StopReason, StopSignal
 from a3c.runtime.supervisor import ChildSpec, Supervisor
 from tests._supervised_child import payload, send_records
 

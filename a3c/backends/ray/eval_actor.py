@@ -10,10 +10,10 @@ import numpy as np
 import ray
 import torch
 
-from a3c.algo.learner.greedy_play import play_greedy
-from a3c.algo.learner.learner import build_model
-from a3c.algo.shared.flat import flatten_parameters
-from a3c.algo.shared.normalize import RunningMeanStd
+from a3c.algo.evaluation import play_greedy
+from a3c.algo.learner import build_model
+from a3c.algo.normalize import RunningMeanStd
+from a3c.algo.optim import flatten_parameters
 from a3c.backends.ray.remote import injected_hang, writable_tensor
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces

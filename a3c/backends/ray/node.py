@@ -19,7 +19,7 @@ import numpy as np
 import ray
 import torch
 
-from a3c.algo.shared.flat import flat_view
+from a3c.algo.optim import flat_view
 from a3c.backends.local import worker_specs
 from a3c.backends.ray.remote import STARTUP_TIMEOUT_S
 from a3c.backends.ray.shard import gather
@@ -30,7 +30,7 @@ from a3c.core.records import ErrorRecord
 from a3c.core.spaces import Spaces
 from a3c.rundir.resume import restore_optimizer
 from a3c.runtime.context import child_context
-from a3c.runtime.shared import StopReason
+from a3c.runtime.counters import StopReason
 from a3c.runtime.state import build_state
 from a3c.runtime.supervisor import Supervisor
 

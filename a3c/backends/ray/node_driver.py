@@ -20,9 +20,8 @@ import ray
 import torch
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from a3c.algo.learner.learner import build_model
-from a3c.algo.shared.flat import flat_view, flatten_parameters
-from a3c.algo.shared.optim import non_finite_counts
+from a3c.algo.learner import build_model
+from a3c.algo.optim import flat_view, flatten_parameters, non_finite_counts
 from a3c.backends.ray.cluster import Rechecks, connect
 from a3c.backends.ray.eval_loop import EvalLoop
 from a3c.backends.ray.exchange import combine_scale, shard_bounds

@@ -14,7 +14,7 @@ from collections.abc import Collection
 
 import numpy as np
 
-from a3c.algo.shared.normalize import SharedObsStats
+from a3c.algo.normalize import SharedObsStats
 
 # One statistics' slots, or one slot: (means, vars, counts).
 Arrays = tuple[np.ndarray, np.ndarray, np.ndarray]

@@ -31,7 +31,7 @@ def model_config(model: str, workers: int) -> tuple[Any, Any]:
 
 def param_count(config: Any, spaces: Any) -> int:
     """The model's parameters: the length of the flat buffer, so of every gradient and weights reply."""
-    from a3c.algo.learner.learner import build_model
+    from a3c.algo.learner import build_model
 
     return sum(p.numel() for p in build_model(config, spaces).parameters())
 
