@@ -26,41 +26,42 @@ def worker_specs(
     """Workers ``ids`` (heartbeat slot = id); a restart gets a fresh seed from ``child_seed``, counted from
     ``first_restart`` (a restarted Ray node group's workers: streams of their own)."""
     seed = shared.config.seed
-    return [
-        ChildSpec(
+
+    def worker(i: int) -> ChildSpec:
+        return ChildSpec(
             f"worker {i}",
             i,
             worker_main,
-            lambda restart, conn, i=i: (
-                i,
-                shared,
-                conn,
-                child_seed(seed, i, first_restart + restart, resume_index),
+            lambda restart, conn: dict(
+                worker_id=i,
+                shared=shared,  # the global model, its optimizer, counters, heartbeats, the stop signal
+                conn=conn,  # records to the trainer
+                seed=child_seed(seed, i, first_restart + restart, resume_index),
             ),
         )
-        for i in ids
-    ]
+
+    return [worker(i) for i in ids]
 
 
 def child_specs(shared: SharedState, resume_index: int, best_mean: Callable[[], float]) -> list[ChildSpec]:
-    """Workers 0 … N-1 and the evaluator (heartbeat slot N); a restart gets a fresh seed from ``child_seed``,
-    a restarted evaluator the best evaluation so far (``best_mean()``)."""
+    """Every process of a local run besides the trainer, as mnist_hogwild starts its workers: workers
+    0 … N-1 (``worker_main``: a Learner on the shared model) and the evaluator (``evaluator_main``, heartbeat
+    slot N); all of them are started, restarted and stopped by the ``Supervisor`` (``a3c.runtime.supervisor``,
+    from the forkserver). A restart gets a fresh seed from ``child_seed``, a restarted evaluator the best
+    evaluation so far (``best_mean()``)."""
     workers, seed = shared.config.workers, shared.config.seed
-    specs = worker_specs(shared, range(workers), resume_index)
-    specs.append(
-        ChildSpec(
-            "evaluator",
-            workers,
-            evaluator_main,
-            lambda restart, conn: (
-                shared,
-                conn,
-                child_seed(seed, workers, restart, resume_index),
-                best_mean(),
-            ),
-        )
+    evaluator = ChildSpec(
+        "evaluator",
+        workers,
+        evaluator_main,
+        lambda restart, conn: dict(
+            shared=shared,
+            conn=conn,
+            seed=child_seed(seed, workers, restart, resume_index),
+            best_mean=best_mean(),
+        ),
     )
-    return specs
+    return [*worker_specs(shared, range(workers), resume_index), evaluator]
 
 
 class LocalBackend:

@@ -34,12 +34,13 @@ RECV_MAX_BYTES = 16 << 20  # bytes read from one child per poll, for the same re
 
 @dataclass
 class ChildSpec:
-    """How to (re)start one child: ``args(restart, writer)`` builds its process arguments."""
+    """How to (re)start one child: ``target(**kwargs(restart, writer))`` in a new process, ``writer`` the
+    sending end of its pipe to the trainer and ``restart`` how often it started before."""
 
     name: str
     slot: int
     target: Callable[..., None]
-    args: Callable[[int, Connection], tuple]
+    kwargs: Callable[[int, Connection], dict[str, Any]]
 
 
 @dataclass
@@ -91,7 +92,7 @@ class Supervisor:
         process = self.ctx.Process(
             target=child.spec.target,
             name=f"a3c-{child.spec.name.replace(' ', '-')}",
-            args=child.spec.args(child.started, writer),
+            kwargs=child.spec.kwargs(child.started, writer),
         )
         self.heartbeats.clear(child.spec.slot)  # until its first beat, the start-up timeout applies
         child.started_at = time.monotonic()

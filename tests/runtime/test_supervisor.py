@@ -213,10 +213,18 @@ class MovableHeartbeats:
 def supervise(sizes: list[int], stop_mid_write_on_start: int | None, max_restarts: int):
     heartbeats, stop, received = Heartbeats(1), StopSignal(), []
 
-    def args(restart: int, writer) -> tuple:
-        return (heartbeats, 0, writer, restart, stop, sizes, stop_mid_write_on_start)
+    def kwargs(restart: int, writer) -> dict:
+        return dict(
+            heartbeats=heartbeats,
+            slot=0,
+            conn=writer,
+            restart=restart,
+            stop=stop,
+            sizes=sizes,
+            stop_mid_write_on_start=stop_mid_write_on_start,
+        )
 
-    spec = ChildSpec("sender", 0, send_records, args)
+    spec = ChildSpec("sender", 0, send_records, kwargs)
     view = MovableHeartbeats(heartbeats)
     supervisor = Supervisor(child_context(), [spec], view, received.append, max_restarts, HANG_S)
     return supervisor, stop, received
