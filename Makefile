@@ -7,7 +7,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-INPUTS := setup.cfg pyproject.toml constraints.txt
+INPUTS := setup.py setup.cfg pyproject.toml constraints.txt
 DEV_STAMP := $(VENV)/.installed-dev
 
 ENV ?= CartPole-v1
