@@ -209,7 +209,7 @@ class SharedRMSprop(SharedOptimizer):
       Atari with): E[g²] starts at 1 and θ ← θ − lr · g / √(E[g²] + eps). The first steps are lr·g, a
       warm-up that fades as E[g²] forgets its start (0.99ⁿ). On Pong from pixels torch's form killed
       every unit of the first conv layer within the first minutes (the value then a constant, explained
-      variance 0.000 for 1.46M steps); docs/dev-notes.md, "Presets".
+      variance 0.000 for 1.46M steps); docs/log/dev-notes.md, "Presets".
     """
 
     # eps 1e-5 and alpha 0.99 are Stable-Baselines3 A2C's RMSprop settings (its ``rms_prop_eps``). The step

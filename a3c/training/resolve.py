@@ -20,7 +20,7 @@ CONFIRM_STEPS = 100_000
 # Images: the A3C paper's conv net + LSTM(256), t_max 20 and lr 1e-4, with what Pong taught (Adam's eps 1e-5:
 # smaller first steps kept its ReLUs alive; 8 envs per worker: batched conv forwards) and a clip of 0.5 that
 # binds on our mean losses (the paper's 40 was for summed ones and never binds here; 0.5 led 40 on Breakout's
-# two seeds: docs/dev-notes.md, "Gradient norms on images").
+# two seeds: docs/log/dev-notes.md, "Gradient norms on images").
 IMAGE_DEFAULTS: dict[str, Any] = {
     "model": "cnn",
     "lstm_size": 256,
