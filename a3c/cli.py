@@ -15,8 +15,6 @@ import click
 
 from a3c.core.config import parse_kwargs
 from a3c.core.errors import BadInput
-from a3c.envs import EnvSetupError
-from a3c.envs.modules import TRUST_FLAG, TRUST_HELP
 from a3c.rundir.lock import refuse_if_held
 from a3c.tools.bench.command import bench
 from a3c.tools.export import export_command
@@ -24,6 +22,8 @@ from a3c.tools.run_commands import plot, runs
 from a3c.tools.tune import tune
 from a3c.tools.video import record_best, require_video, video_dir, video_flag, video_option
 from a3c.training.options import config_options, train_setup
+from a3c_envs import EnvSetupError
+from a3c_envs.modules import TRUST_FLAG, TRUST_HELP
 
 BAD_INPUT = (BadInput, EnvSetupError)
 
@@ -192,7 +192,7 @@ def envs(as_json: bool) -> None:
     other Gymnasium env trains too, with defaults derived from its spaces."""
     import dataclasses
 
-    from a3c.envs.presets import list_presets
+    from a3c_envs.presets import list_presets
 
     presets = list_presets()
     if as_json:

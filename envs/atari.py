@@ -14,7 +14,7 @@ v5 specs register no ``max_episode_steps``, so no ``TimeLimit`` wrapper is added
 own: after 108000 emulator frames (27000 agent steps at frame skip 4, 30 minutes of play at 60 Hz) a step
 returns ``truncated=True``.
 
-``a3c.envs.atari_vector.NativeAtariVectorEnv`` gives the same semantics from ale-py's C++ vector env; what
+``a3c_envs.atari_vector.NativeAtariVectorEnv`` gives the same semantics from ale-py's C++ vector env; what
 both share (the FIRE rule, the constants) is here.
 """
 

@@ -2,10 +2,10 @@
 
 ``NativeAtariVectorEnv`` gives the learner and the evaluator what ``make_atari`` + ``SerialVectorEnv`` give
 them, with less Python per step: ale-py runs the emulator, the frame skip, the max-pooling, the grayscale,
-the resize and the frame stack in C++, and the episode logic of ``a3c.envs.atari`` (episodic life, FIRE
+the resize and the frame stack in C++, and the episode logic of ``a3c_envs.atari`` (episodic life, FIRE
 after a reset and after a lost life, clipped rewards, whole-game reports) is redone here in a few Python lines
 per step. The emulator itself is most of a step's cost on either path, so the gain is modest (see below).
-``a3c.envs.make_vector_env`` and ``a3c.envs.make_eval_vector_env`` use it for ``ALE/`` ids when ale-py has
+``a3c_envs.make_vector_env`` and ``a3c_envs.make_eval_vector_env`` use it for ``ALE/`` ids when ale-py has
 ``AtariVectorEnv`` (``native=False`` forces the Python path).
 
 Why not ale-py's own ``episodic_life`` and ``reward_clipping`` (checked on ale-py 0.12.1): its
@@ -68,7 +68,10 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from a3c.envs.atari import (
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from a3c_envs.atari import (
     FIRE,
     FRAME_SKIP,
     MAX_FIRE_RESETS,
@@ -78,8 +81,6 @@ from a3c.envs.atari import (
     fire_reset_rule,
     register_atari,
 )
-from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space
 
 # ALE seeds are 31-bit: ale-py treats a negative seed as "do not reseed" and refuses larger ones.
 SEED_RANGE = 2**31

@@ -1,6 +1,6 @@
 """Catch (Mnih et al. 2014; bsuite's ``catch``): a user's kind of env, registered by its own module.
 
-``a3c train --env a3c.envs.catch:Catch-v0`` imports this module, which registers ``Catch-v0`` with gymnasium:
+``a3c train --env a3c_envs.catch:Catch-v0`` imports this module, which registers ``Catch-v0`` with gymnasium:
 the no-preset suite (``a3c bench --suite``) trains it as it would a user's ``module:EnvId``. A ball falls
 from a random column of a 10 × 5 grid, one row per step; the paddle on the bottom row moves left, stays or
 moves right. The episode ends when the ball reaches the bottom row: reward +1 if caught, else -1. A

@@ -11,13 +11,13 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from a3c.envs.atari import is_atari, make_atari, register_atari
-from a3c.envs.atari_vector import NativeAtariVectorEnv, native_unsupported
-from a3c.envs.errors import EnvSetupError
-from a3c.envs.space_check import check_spaces, encode_observations, observation_encoding, spaces_of
-from a3c.envs.vector import SerialVectorEnv
 
 from a3c.core.spaces import Spaces
+from a3c_envs.atari import is_atari, make_atari, register_atari
+from a3c_envs.atari_vector import NativeAtariVectorEnv, native_unsupported
+from a3c_envs.errors import EnvSetupError
+from a3c_envs.space_check import check_spaces, encode_observations, observation_encoding, spaces_of
+from a3c_envs.vector import SerialVectorEnv
 
 
 @dataclass(frozen=True)
@@ -104,10 +104,10 @@ def make_env(
 ) -> gym.Env:
     """Make one env (time limit included, from its spec), reset it once with ``seed`` when one is given.
 
-    ``encode``: observations as the model takes them (``a3c.envs.space_check.encode_observations``: a Discrete
+    ``encode``: observations as the model takes them (``a3c_envs.space_check.encode_observations``: a Discrete
     one-hot, a Tuple or Dict flattened, as float32); False: as the env gives them.
 
-    Atari ids (``ALE/...``) get the standard preprocessing (``a3c.envs.atari.make_atari``); ``training`` adds
+    Atari ids (``ALE/...``) get the standard preprocessing (``a3c_envs.atari.make_atari``); ``training`` adds
     the parts only the learner sees there (episodic life, reward clipping); ``frame_stack`` k > 1 stacks the
     last k frames (uint8 ``[k, 84, 84]``, oldest first). Other envs take only ``frame_stack=1``.
     ``kwargs`` go to ``gym.make`` (Atari: e.g. ``repeat_action_probability=0.0`` for no sticky actions,
@@ -203,7 +203,7 @@ def make_vector_env(
     with the whole games in ``info["episode"]``); the evaluator's are not. ``frame_stack`` and ``kwargs``:
     as ``make_env``'s.
 
-    Atari ids run in ale-py's C++ vector env (``a3c.envs.atari_vector.NativeAtariVectorEnv``, same semantics)
+    Atari ids run in ale-py's C++ vector env (``a3c_envs.atari_vector.NativeAtariVectorEnv``, same semantics)
     when ``native`` is None and it can take the id and ``kwargs``, or when ``native`` is True (else
     EnvSetupError); ``native=False`` (the default), and every other env, use ``SerialVectorEnv`` over
     ``make_env``. Opt-in for now: unpinned it measured 0.9–1.1× the Python path's speed on the 2-core dev

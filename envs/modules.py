@@ -9,7 +9,7 @@ import os
 import sys
 from importlib.machinery import PathFinder
 
-from a3c.envs.errors import EnvSetupError
+from a3c_envs.errors import EnvSetupError
 
 TRUST_FLAG = "--trust-env-module"
 TRUST_HELP = (

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from a3c.envs.atari import is_atari, v5_id
+from a3c_envs.atari import is_atari, v5_id
 
 PRESET_DIR = Path(__file__).parent / "presets"
 

@@ -13,10 +13,10 @@ from functools import partial
 
 import gymnasium as gym
 import numpy as np
-from a3c.envs.errors import EnvSetupError
 from gymnasium.spaces import Box, Dict, Discrete, MultiBinary, MultiDiscrete, Tuple, flatten_space
 
 from a3c.core.spaces import Spaces
+from a3c_envs.errors import EnvSetupError
 
 _SUPPORTED_OBS = (
     "a flat 1-D Box, a uint8 image Box [C, H, W], Discrete, MultiDiscrete, MultiBinary, or a Tuple or Dict "

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from a3c.envs.atari import is_atari, register_atari
-from a3c.envs.presets import env_extra, list_presets
 
+from a3c_envs.atari import is_atari, register_atari
+from a3c_envs.presets import env_extra, list_presets
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
@@ -90,7 +90,7 @@ def makefile_extras(venv: Path, env_ids: list[str]) -> dict[str, str]:
 def test_every_registered_env_gets_the_extra_env_extra_names(tmp_path):
     # Every id gymnasium knows, ale-py's included whichever test ran before (register_atari: False, and no
     # Atari ids, without the atari extra). ale-py's legacy ids other than <Game>NoFrameskip-v4 are not Atari
-    # to a3c.envs.atari.is_atari, so env_extra gives them none; the Makefile installs atari for them anyway.
+    # to a3c_envs.atari.is_atari, so env_extra gives them none; the Makefile installs atari for them anyway.
     register_atari()
     ids = [k for k, spec in gym.registry.items() if "ale_py" not in str(spec.entry_point) or is_atari(k)]
     assert "Walker2d-v5" in ids and "LunarLanderContinuous-v3" in ids

@@ -81,8 +81,8 @@ def module_exists(dotted: str, root: Path) -> bool:
     """Whether ``a3c.x.y…`` names a module or package of the repo, or a name in one (the longest module
     prefix's source has the next part as a word: defined or imported there). ``a3c.json`` is a file name."""
     parts = dotted.split(".")
-    if parts[:2] == ["a3c", "envs"]:  # envs/ installs as a3c.envs (setup.py)
-        parts = parts[1:]
+    if parts[0] == "a3c_envs":  # envs/ installs as a3c_envs (setup.py)
+        parts[0] = "envs"
     if parts[-1] in FILE_SUFFIXES:
         return True
     for end in range(len(parts), 0, -1):

@@ -89,7 +89,7 @@ class ActionDist:
 
     @classmethod
     def of_spaces(cls, spaces: Spaces, squash: str = "clip") -> ActionDist:
-        """The distribution of the actions of ``spaces`` (a checkpoint's, or ``a3c.envs.inspect_env``'s);
+        """The distribution of the actions of ``spaces`` (a checkpoint's, or ``a3c_envs.inspect_env``'s);
         ``squash`` applies to Box actions only."""
         return cls(
             spaces.continuous,
@@ -282,7 +282,7 @@ def bernoulli_log_prob_entropy(logits: torch.Tensor, bits: torch.Tensor) -> tupl
 
 
 def action_dist(space: gym.Space, squash: str = "clip", mean_l2_coef: float = 0.0) -> ActionDist:
-    """The ``ActionDist`` of an env's (single) action space, one ``a3c.envs.space_check.check_spaces`` takes;
+    """The ``ActionDist`` of an env's (single) action space, one ``a3c_envs.space_check.check_spaces`` takes;
     ``squash`` and ``mean_l2_coef`` apply to Box actions."""
     if isinstance(space, gym.spaces.Discrete):
         return ActionDist(False, int(space.n))

@@ -13,8 +13,8 @@ from a3c.algo.distributions import action_dist
 from a3c.algo.learner import make_policy
 from a3c.algo.normalize import RunningMeanStd
 from a3c.core.config import Config
-from a3c.envs import make_eval_vector_env
-from a3c.envs.episodes import eval_step_limit
+from a3c_envs import make_eval_vector_env
+from a3c_envs.episodes import eval_step_limit
 
 
 def _ales(envs: gym.vector.VectorEnv) -> list[Any] | None:
@@ -83,7 +83,7 @@ def play_greedy(
     ``envs.reset(seed=seed)`` seeds the episodes (env i gets ``seed + i`` in a serial vector env; a native
     vector env seeds one generator for all). ``squash``: how Box actions reach the env (``config.squash``);
     ``normalize``: the run's observation normaliser, if it has one; ``max_steps``: an episode still going
-    after this many steps ends there (``a3c.envs.episodes.eval_step_limit``). Returns (returns [num_envs],
+    after this many steps ends there (``a3c_envs.episodes.eval_step_limit``). Returns (returns [num_envs],
     lengths [num_envs]); on ``should_stop`` (checked every step) it returns early with the partial episodes.
 
     A recurrent model's state is zeroed for each env that lost a life (``LostLives``), as in training, where

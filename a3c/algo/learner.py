@@ -34,7 +34,7 @@ from a3c.algo.optim import (
 from a3c.algo.rollout import Episode, ObsNormalizer, RolloutCollector
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
-from a3c.envs import make_vector_env
+from a3c_envs import make_vector_env
 
 
 def build_model(config: Config, spaces: Spaces) -> nn.Module:

@@ -59,7 +59,7 @@ class RolloutCollector:
     """Steps a vector env with a stochastic policy and keeps per-env episode statistics.
 
     Args:
-        envs: a vector env in SAME_STEP autoreset mode (``a3c.envs.make_vector_env``).
+        envs: a vector env in SAME_STEP autoreset mode (``a3c_envs.make_vector_env``).
         t_max: steps per env per segment.
         seed: seeds the envs (env i gets ``seed + i``) and the action sampler.
         dist: the action distribution (default: from the env's action space, clipped Box actions).

@@ -47,7 +47,7 @@ class Policy:
     def make_env(self, **kwargs: Any) -> gym.Env:
         """One env as the evaluator makes it (the run's ``env_kwargs`` and frame stacking, no training
         wrappers); ``kwargs`` go to ``gymnasium.make`` too, e.g. ``render_mode="rgb_array"``."""
-        from a3c.envs import make_env
+        from a3c_envs import make_env
 
         config = self.saved.config
         return make_env(config.env_id, frame_stack=config.frame_stack, **{**config.env_kwargs, **kwargs})

@@ -20,9 +20,9 @@ from a3c.algo.normalize import RunningMeanStd
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
-from a3c.envs import inspect_env
-from a3c.envs.modules import check_env_module
 from a3c.rundir.files import atomic_write
+from a3c_envs import inspect_env
+from a3c_envs.modules import check_env_module
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def load_policy(target: Path, trust_env_module: bool = False) -> SavedPolicy:
     """The policy of a checkpoint (a run dir means its best.pt), rebuilt with the config saved in it. A
     checkpoint is data from anywhere: its config is validated like a command line's, and its env made and its
     spaces checked before any model is built; an env id whose module would come from the current directory
-    is refused unless ``trust_env_module`` (``a3c.envs.modules``). Bad files are BadInput."""
+    is refused unless ``trust_env_module`` (``a3c_envs.modules``). Bad files are BadInput."""
     path = resolve_checkpoint(target)
     data = load_checkpoint(path)
     config, spaces = saved_config(data, path)

@@ -22,8 +22,6 @@ from a3c.algo.normalize import RunningMeanStd
 from a3c.algo.optim import flat_view, flatten_parameters
 from a3c.core.config import Config
 from a3c.core.records import EvalRecord
-from a3c.envs import make_eval_vector_env
-from a3c.envs.episodes import eval_step_limit
 from a3c.rundir.checkpoints import (
     checkpoint_payload,
     save_checkpoint,
@@ -34,6 +32,8 @@ from a3c.runtime.child import ChildGuard, run_child
 from a3c.runtime.counters import StopReason, StopSignal
 from a3c.runtime.eval_rounds import confirm_round, plays_confirmation, round_seeds, selection_games
 from a3c.runtime.state import SharedState
+from a3c_envs import make_eval_vector_env
+from a3c_envs.episodes import eval_step_limit
 
 
 class Evaluator:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import click
 
 from a3c.core.errors import BadInput
-from a3c.envs.modules import TRUST_FLAG, TRUST_HELP
+from a3c_envs.modules import TRUST_FLAG, TRUST_HELP
 
 if TYPE_CHECKING:  # torch and the checkpoint code load only when a command runs: `a3c --help` stays quick
     import torch
@@ -93,7 +93,7 @@ def signature(
 def metadata(saved: SavedPolicy, described: dict[str, str], obs_encoding: str = "none") -> dict[str, str]:
     """What a client needs to know besides the graph: the env it was trained on and how it was made, and how
     the env's observation becomes ``obs`` (``obs_encoding``: none, one_hot or flatten, as
-    ``a3c.envs.space_check``; a FrozenLake policy takes the one-hot float32 [N, 16])."""
+    ``a3c_envs.space_check``; a FrozenLake policy takes the one-hot float32 [N, 16])."""
     from a3c.core.version import __version__
 
     config = saved.config

@@ -64,9 +64,9 @@ def write_best_preset(study: Any, run: TrialSpec, storage: str, study_dir: Path)
     """``<study-dir>/best-preset.toml``: the env's preset with the best trial's values (None: no complete
     trial yet). ``a3c train --config`` takes it as is; copied to envs/presets/<env-id>.toml, it is the
     env's preset."""
-    from a3c.envs import load_preset, preset_path
-    from a3c.envs.atari import v5_id
     from a3c.rundir.files import atomic_write
+    from a3c_envs import load_preset, preset_path
+    from a3c_envs.atari import v5_id
 
     best = best_trial(study)
     if best is None:

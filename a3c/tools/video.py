@@ -1,6 +1,6 @@
 """Videos of greedy episodes: ``a3c evaluate RUN --video DIR`` and ``a3c train --video`` (RUN_DIR/videos/).
 
-Each episode is played on its own env, made as the evaluator makes it (``a3c.envs.make_env``, not training:
+Each episode is played on its own env, made as the evaluator makes it (``a3c_envs.make_env``, not training:
 the same preprocessing and frame stack; the checkpoint's observation statistics normalise what the policy
 sees) but rendering ``rgb_array`` frames of the raw game (Atari: the 210x160 RGB screen, not the 84x84
 network input), with gymnasium's ``RecordVideo`` outermost. moviepy (the ``video`` extra) encodes the MP4.
@@ -22,10 +22,10 @@ import gymnasium as gym
 from gymnasium.wrappers import RecordVideo
 
 from a3c.core.errors import BadInput
-from a3c.envs import EnvSetupError, make_env
-from a3c.envs.atari import FRAME_SKIP, is_atari
-from a3c.envs.episodes import eval_step_limit
-from a3c.envs.vector import SerialVectorEnv
+from a3c_envs import EnvSetupError, make_env
+from a3c_envs.atari import FRAME_SKIP, is_atari
+from a3c_envs.episodes import eval_step_limit
+from a3c_envs.vector import SerialVectorEnv
 
 if TYPE_CHECKING:
     import numpy as np

@@ -24,7 +24,7 @@ from a3c.core.cpus import AUTO
 from a3c.core.errors import BadInput
 
 if TYPE_CHECKING:
-    from a3c.envs import EnvInfo
+    from a3c_envs import EnvInfo
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -199,9 +199,9 @@ def _config_file(
     """The env id of the run (``--env``, else the ``--config`` file's ``env_id`` for a fresh run) and the
     file's values ({} without a file; its ``env_id`` kept for a resume to check). BadInput when the two env
     ids differ, or when the file's env id would import a module from the current directory (a file from
-    someone else: ``a3c.envs.modules``) unless ``trust``."""
-    from a3c.envs.modules import check_env_module
+    someone else: ``a3c_envs.modules``) unless ``trust``."""
     from a3c.training.resolve import read_config_file
+    from a3c_envs.modules import check_env_module
 
     from_file = {} if path is None else read_config_file(path)
     file_env = from_file.get("env_id")
@@ -218,8 +218,8 @@ def _fresh_config(
 ) -> tuple[Config, EnvInfo, bool, str]:
     """A new run's config and env; whether the env's preset was skipped (the env kwargs change the spaces it
     was measured on); the worker count the preset or the file asks for (``auto`` when neither does)."""
-    from a3c.envs import inspect_env, load_preset
     from a3c.training.resolve import resolve_config
+    from a3c_envs import inspect_env, load_preset
 
     kwargs = options["env_kwargs"]
     info = inspect_env(env_id, env_kwargs=kwargs)

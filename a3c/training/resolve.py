@@ -9,8 +9,8 @@ from typing import Any
 
 from a3c.core.config import Config, coerce, known_keys
 from a3c.core.errors import BadInput
-from a3c.envs import EnvInfo, load_preset
-from a3c.envs.atari import is_atari
+from a3c_envs import EnvInfo, load_preset
+from a3c_envs.atari import is_atari
 
 FEED_FORWARD_STACK = 4  # frames a cnn without an LSTM sees (Mnih et al. 2016, A3C FF; DQN)
 # Confirmation: gymnasium's reward thresholds are means over 100 consecutive episodes, so an evaluation at the

@@ -10,7 +10,7 @@ from a3c.core.config import Config
 from a3c.core.errors import BadInput
 
 if TYPE_CHECKING:
-    from a3c.envs import EnvInfo
+    from a3c_envs import EnvInfo
 
 
 def resume_config(
@@ -25,15 +25,15 @@ def resume_config(
 
     The saved config, then a ``--config`` file's values, then the options given (None: not given), then
     ``--set`` (``env_kwargs`` merged key by key), validated as a whole; env and model shape may not change.
-    ``trust``: ``--trust-env-module`` (``a3c.envs.modules``).
+    ``trust``: ``--trust-env-module`` (``a3c_envs.modules``).
     """
     import json
 
-    from a3c.envs import inspect_env
-    from a3c.envs.modules import check_env_module
     from a3c.rundir.checkpoints import saved_config
     from a3c.rundir.resume import check_compatible, check_logs, load_resume_checkpoint
     from a3c.training.resolve import layer
+    from a3c_envs import inspect_env
+    from a3c_envs.modules import check_env_module
 
     checkpoint = load_resume_checkpoint(run_dir)
     saved, saved_spaces = saved_config(checkpoint, run_dir / "checkpoints" / "last.pt")

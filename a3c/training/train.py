@@ -25,7 +25,6 @@ from a3c.backends.base import Backend, BackendFailed
 from a3c.core.config import Config
 from a3c.core.records import EpisodeRecord, ErrorRecord, EvalRecord
 from a3c.core.seeding import child_seed
-from a3c.envs import EnvInfo
 from a3c.rundir import checkpoints
 from a3c.rundir.files import create_run_dir, run_metadata, write_json
 from a3c.rundir.lock import lock_run_dir, unlock
@@ -34,6 +33,7 @@ from a3c.runtime.counters import StopReason
 from a3c.runtime.state import SharedState, build_state
 from a3c.training.monitor import RunMonitor, format_summary
 from a3c.training.outcome import error_line, error_record, exit_status
+from a3c_envs import EnvInfo
 
 TICK_S = 0.1  # supervision period: how often the trainer looks at children, budgets and signals
 FINITE_CHECK_S = 1.0  # how often the shared parameters are checked for NaN/inf

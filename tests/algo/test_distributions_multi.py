@@ -8,10 +8,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from a3c.envs.space_check import spaces_of
 from torch.distributions import Bernoulli, Categorical
 
 from a3c.algo.distributions import ActionDist, action_dist
+from a3c_envs.space_check import spaces_of
 
 NVECS = {"equal": (3, 3, 3), "mixed": (2, 5, 3)}
 

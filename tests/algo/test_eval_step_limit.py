@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import pytest
-from a3c.envs import episodes
-from a3c.envs.episodes import NO_LIMIT_EVAL_STEPS, eval_step_limit
 
 import a3c
+from a3c_envs import episodes
+from a3c_envs.episodes import NO_LIMIT_EVAL_STEPS, eval_step_limit
 from tests.front.test_export import random_checkpoint
 from tests.helpers import call_a3c
 

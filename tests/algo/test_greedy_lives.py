@@ -11,10 +11,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from a3c.envs.vector import SerialVectorEnv
 
 from a3c.algo.evaluation import play_greedy
 from a3c.algo.networks import ConvActorCritic
+from a3c_envs.vector import SerialVectorEnv
 from tests.helpers import require_extra
 
 SHAPE = (1, 36, 36)  # the smallest image the conv net takes
@@ -119,7 +119,7 @@ def test_breakout_greedy_play_zeroes_the_state_after_each_lost_life(native):
     # lives quickly (sticky actions make the two envs lose some at different steps); the lives are read
     # here independently of play_greedy, before each policy call.
     require_extra("ale_py", "atari")
-    from a3c.envs import make_eval_vector_env
+    from a3c_envs import make_eval_vector_env
 
     torch.manual_seed(0)
     model = ConvActorCritic((1, 84, 84), 4, lstm_size=8)

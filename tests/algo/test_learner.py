@@ -66,7 +66,7 @@ def test_optimizer_over_other_memory_is_refused():
 
 
 def pendulum_learner(**overrides) -> tuple[Learner, SharedObsStats]:
-    from a3c.envs import inspect_env
+    from a3c_envs import inspect_env
 
     config = Config(env_id="Pendulum-v1", envs_per_worker=3, t_max=4, obs_norm=True, **overrides).validate()
     spaces = inspect_env("Pendulum-v1").spaces

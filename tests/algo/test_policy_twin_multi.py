@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from a3c.envs import inspect_env
 
 from a3c.algo.distributions import ActionDist
 from a3c.algo.learner import Learner, build_model, build_shared
 from a3c.algo.numpy_mlp import NumpyMlp
 from a3c.core.config import Config
+from a3c_envs import inspect_env
 from tests.algo.test_policy_twin import randomized, torch_out
 
 COPY_BITS = "tests.envs.space_envs:CopyBits-v0"

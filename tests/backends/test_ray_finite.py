@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from a3c.envs import inspect_env
 
 from a3c.algo.learner import build_model
 from a3c.algo.optim import flatten_parameters
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
+from a3c_envs import inspect_env
 from tests.helpers import require_extra
 
 require_extra("ray", "ray")

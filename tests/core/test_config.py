@@ -6,7 +6,6 @@ import dataclasses
 import re
 
 import pytest
-from a3c.envs import EnvInfo, inspect_env, load_preset
 
 import a3c.core.config as config_module
 import a3c.training.resolve
@@ -14,6 +13,7 @@ from a3c.core.config import RETIRED_FIELDS, Config, parse_set, parse_values
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
 from a3c.training.resolve import confirm_episodes, resolve_config
+from a3c_envs import EnvInfo, inspect_env, load_preset
 from tests.helpers import call_a3c
 
 # -- parse_set -----------------------------------------------------------------------------------------------
@@ -290,9 +290,8 @@ def test_env_without_preset_gets_target_from_spec():
 
 
 def _info(shape, continuous, threshold=None):
-    from a3c.envs import EnvInfo
-
     from a3c.core.spaces import Spaces
+    from a3c_envs import EnvInfo
 
     bounds = ((-1.0,), (1.0,)) if continuous else ((), ())
     spaces = Spaces(shape, 1 if continuous else 4, continuous, *bounds)
@@ -344,7 +343,7 @@ def test_new_choice_fields_are_validated(field, value):
 
 
 def test_every_preset_resolves_into_a_valid_config():
-    from a3c.envs.presets import list_presets
+    from a3c_envs.presets import list_presets
 
     presets = list_presets()
     assert {p.env_id for p in presets} >= {

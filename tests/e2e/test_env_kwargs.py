@@ -10,10 +10,10 @@ import json
 
 import pytest
 import torch
-from a3c.envs import make_env
 
 import a3c
 from a3c.rundir.checkpoints import load_policy
+from a3c_envs import make_env
 from tests.helpers import call_a3c, call_a3c_train, read_json, require_extra
 
 pytestmark = pytest.mark.slow

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from a3c.envs import make_vector_env
 
 from a3c.algo.networks import TorchPolicy
 from a3c.rundir.checkpoints import load_policy
+from a3c_envs import make_vector_env
 from tests.front.test_cli import call
 from tests.front.test_export import a3c_actions, assert_same_actions, random_checkpoint
 from tests.helpers import ROOT, call_a3c, require_extra, run_a3c
@@ -33,7 +33,7 @@ import importlib.abc
 import json
 import sys
 
-BLOCKED = ("torch", "a3c")
+BLOCKED = ("torch", "a3c", "a3c_envs")
 
 
 class Blocked(importlib.abc.MetaPathFinder):
@@ -82,7 +82,7 @@ print(json.dumps({"returns": returns.tolist(), "loaded": loaded}))
 
 def run_blocked(folder: Path, code: str, *args: str) -> str:
     """Run BLOCKER + ``code`` with ``args`` in a fresh isolated interpreter in ``folder``; its stdout. It
-    fails unless torch and a3c (a3c.envs too) were unimportable there and the repo was not on its sys.path."""
+    fails unless torch, a3c and a3c_envs were unimportable there and the repo was not on its sys.path."""
     script = folder / "client.py"
     script.write_text(BLOCKER + code)
     done = subprocess.run(
@@ -90,7 +90,7 @@ def run_blocked(folder: Path, code: str, *args: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     proof = json.loads(done.stderr.strip().splitlines()[0])
-    assert proof["blocked"] == {"torch": True, "a3c": True}, proof
+    assert proof["blocked"] == {"torch": True, "a3c": True, "a3c_envs": True}, proof
     assert not any(Path(p).resolve() == ROOT for p in proof["path"] if p), proof["path"]
     return done.stdout
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from a3c.envs import inspect_env
 
 import a3c
 from a3c.core.config import Config
 from a3c.rundir.resume import load_resume_checkpoint
 from a3c.training.train import Trainer
+from a3c_envs import inspect_env
 from tests.helpers import (
     assert_continuous,
     csv_rows,

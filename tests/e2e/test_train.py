@@ -69,10 +69,9 @@ def documented_files() -> dict[str, list[str]]:
 
 def test_csv_headers_and_summary_keys_are_the_documented_ones(tmp_path):
     # docs/runs.md is the contract notebooks and users read: the files must match it column for column.
-    from a3c.envs import inspect_env
-
     from a3c.core.config import Config
     from a3c.training.train import Trainer
+    from a3c_envs import inspect_env
 
     docs = documented_files()
     assert docs["metrics.csv"][:3] == ["wall_time", "global_step", "worker"]  # the parse found the block

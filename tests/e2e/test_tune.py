@@ -86,7 +86,7 @@ def test_a_study_resumes_to_more_trials_and_its_preset_trains(tmp_path, monkeypa
     presets = tmp_path / "presets"
     presets.mkdir()
     (presets / "CartPole-v1.toml").write_text((study / "best-preset.toml").read_text())
-    monkeypatch.setattr("a3c.envs.presets.PRESET_DIR", presets)
+    monkeypatch.setattr("a3c_envs.presets.PRESET_DIR", presets)
     run = a3c.train("CartPole-v1", run_dir=tmp_path / "run", serial=True, max_steps=2000)
     assert run.exit_code == 0
     config = run.config

@@ -1,4 +1,4 @@
-"""An env of the user's own, registered by its module (``a3c.envs.catch:Catch-v0``, the suite's), learns on
+"""An env of the user's own, registered by its module (``a3c_envs.catch:Catch-v0``, the suite's), learns on
 the defaults derived from it: the spec's target, confirmed on 100 more episodes, with scaled rewards."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def test_a_module_registered_env_learns_on_derived_defaults(run_dir):
     # tests/learning/test_user_env_learning.py's (not in CI).
     # In this process: the command line is not the point (max_seconds: a safety cap only).
     config = {"max_steps": 50_000, "eval_interval_steps": 2000, "max_seconds": 120}
-    run = a3c.train("a3c.envs.catch:Catch-v0", run_dir=run_dir, serial=True, seed=0, **config)
+    run = a3c.train("a3c_envs.catch:Catch-v0", run_dir=run_dir, serial=True, seed=0, **config)
     assert run.exit_code == 0, run.summary
     config = json.loads((run_dir / "config.json").read_text())
     assert (config["target_return"], config["confirm_episodes"], config["reward_scale"]) == (0.9, 100, True)

@@ -13,10 +13,11 @@ from tests.helpers import require_extra
 
 require_extra("ale_py", "atari")
 
-from a3c.envs import atari  # noqa: E402
-from a3c.envs.atari import EpisodicLife, FireReset, is_atari, make_atari, register_atari, v5_id  # noqa: E402
-from a3c.envs.presets import load_preset  # noqa: E402
 from gymnasium.wrappers import TransformReward  # noqa: E402
+
+from a3c_envs import atari  # noqa: E402
+from a3c_envs.atari import EpisodicLife, FireReset, is_atari, make_atari, register_atari, v5_id  # noqa: E402
+from a3c_envs.presets import load_preset  # noqa: E402
 
 
 def wrapper_types(env: gym.Env) -> list[type]:
@@ -281,9 +282,8 @@ def test_training_episodes_are_real_games_with_raw_scores(monkeypatch):
     # The learner's episodes end at every lost life, with clipped rewards; episodes.csv must log the games.
     # The truth is kept below every wrapper: AtariPreprocessing's raw rewards summed from one real reset to
     # the next. Space Invaders scores 5..30 per alien and has 3 lives, so per-life or clipped sums differ.
-    from a3c.envs import make_vector_env
-
     from a3c.algo.rollout import RolloutCollector
+    from a3c_envs import make_vector_env
 
     games_of: list[list[tuple[float, float, int]]] = []  # per env: (raw score, clipped score, length)
 

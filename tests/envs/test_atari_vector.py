@@ -11,10 +11,9 @@ from tests.helpers import require_extra
 
 ale_py = require_extra("ale_py", "atari")
 
-from a3c.envs import EnvSetupError, atari, atari_vector, make_eval_vector_env, make_vector_env  # noqa: E402
-from a3c.envs.atari_vector import NativeAtariVectorEnv  # noqa: E402
-from a3c.envs.vector import SerialVectorEnv  # noqa: E402
-
+from a3c_envs import EnvSetupError, atari, atari_vector, make_eval_vector_env, make_vector_env  # noqa: E402
+from a3c_envs.atari_vector import NativeAtariVectorEnv  # noqa: E402
+from a3c_envs.vector import SerialVectorEnv  # noqa: E402
 from tests.envs.test_atari_env import wrapper_types  # noqa: E402
 
 

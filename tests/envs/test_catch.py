@@ -1,11 +1,12 @@
-"""Catch, the suite's env registered by its own module (``a3c.envs.catch:Catch-v0``)."""
+"""Catch, the suite's env registered by its own module (``a3c_envs.catch:Catch-v0``)."""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-from a3c.envs.catch import COLUMNS, ROWS
 from gymnasium.utils.env_checker import check_env
+
+from a3c_envs.catch import COLUMNS, ROWS
 
 
 def play(env: gym.Env, policy, episodes: int) -> float:
@@ -29,7 +30,7 @@ def track(obs: np.ndarray) -> int:
 
 
 def test_catch_is_registered_by_its_module_and_is_a_valid_env():
-    env = gym.make("a3c.envs.catch:Catch-v0")
+    env = gym.make("a3c_envs.catch:Catch-v0")
     check_env(env.unwrapped, skip_render_check=True)
     assert env.spec.reward_threshold == 0.9 and env.spec.max_episode_steps == ROWS
     obs, _ = env.reset(seed=0)
@@ -37,7 +38,7 @@ def test_catch_is_registered_by_its_module_and_is_a_valid_env():
 
 
 def test_tracking_the_ball_catches_it_and_a_random_policy_mostly_misses():
-    env = gym.make("a3c.envs.catch:Catch-v0")
+    env = gym.make("a3c_envs.catch:Catch-v0")
     assert play(env, track, 100) == 1.0
     env.action_space.seed(0)
     assert -0.75 < play(env, lambda obs: env.action_space.sample(), 1000) < -0.45

@@ -5,7 +5,8 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from a3c.envs import EnvSetupError, inspect_env, make_env, make_eval_vector_env, make_vector_env
+
+from a3c_envs import EnvSetupError, inspect_env, make_env, make_eval_vector_env, make_vector_env
 
 
 def test_unknown_id_suggests_close_match():
@@ -118,8 +119,9 @@ def test_serial_vector_env_matches_gymnasium_sync_vector_env():
     from functools import partial
 
     import gymnasium as gym
-    from a3c.envs.vector import SerialVectorEnv
     from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+    from a3c_envs.vector import SerialVectorEnv
 
     fns = [partial(gym.make, "CartPole-v1", max_episode_steps=12)] * 3
     ours = SerialVectorEnv(fns)
@@ -155,7 +157,7 @@ def test_serial_vector_env_matches_gymnasium_sync_vector_env():
     ],
 )
 def test_images_the_conv_net_cannot_take_are_refused(space):
-    from a3c.envs.factory import check_spaces
+    from a3c_envs.factory import check_spaces
 
     with pytest.raises(EnvSetupError, match="image observations"):
         check_spaces("Img-v0", space, gym.spaces.Discrete(3))
@@ -163,7 +165,7 @@ def test_images_the_conv_net_cannot_take_are_refused(space):
 
 
 def test_unbounded_box_actions_are_refused():
-    from a3c.envs.factory import check_spaces
+    from a3c_envs.factory import check_spaces
 
     with pytest.raises(EnvSetupError, match="finite bounds"):
         check_spaces("Inf-v0", gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-np.inf, np.inf, (2,)))

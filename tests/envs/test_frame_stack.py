@@ -10,10 +10,10 @@ from tests.helpers import require_extra
 
 require_extra("ale_py", "atari")
 
-from a3c.envs import inspect_env, make_env, make_vector_env  # noqa: E402
-from a3c.envs.atari import make_atari  # noqa: E402
 from gymnasium.wrappers import FrameStackObservation, ReshapeObservation  # noqa: E402
 
+from a3c_envs import inspect_env, make_env, make_vector_env  # noqa: E402
+from a3c_envs.atari import make_atari  # noqa: E402
 from tests.envs.test_atari_env import wrapper_types  # noqa: E402
 
 STACKED = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)

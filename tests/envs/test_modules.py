@@ -7,9 +7,9 @@ from __future__ import annotations
 import sys
 
 import pytest
-from a3c.envs import EnvSetupError
-from a3c.envs.modules import check_env_module, from_current_directory
 
+from a3c_envs import EnvSetupError
+from a3c_envs.modules import check_env_module, from_current_directory
 from tests.helpers import call_a3c
 
 EVIL = """

@@ -8,11 +8,11 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
-from a3c.envs import EnvSetupError, inspect_env, make_env, make_eval_vector_env, make_vector_env
-from a3c.envs.space_check import check_spaces, observation_encoding, spaces_of
 from gymnasium.spaces import Box, Dict, Discrete, Graph, MultiBinary, MultiDiscrete, Sequence, Text, Tuple
 
 from a3c.core.spaces import Spaces
+from a3c_envs import EnvSetupError, inspect_env, make_env, make_eval_vector_env, make_vector_env
+from a3c_envs.space_check import check_spaces, observation_encoding, spaces_of
 
 # (env id, encoding, encoded length)
 ENCODED = [

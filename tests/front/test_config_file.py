@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import pytest
-from a3c.envs import EnvSetupError, load_preset
 
 from a3c.core.errors import BadInput
 from a3c.training.options import train_setup
+from a3c_envs import EnvSetupError, load_preset
 from tests.helpers import call_a3c
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from a3c.envs import inspect_env, make_vector_env
 
 from a3c.algo.distributions import action_dist
 from a3c.algo.learner import build_model, make_policy
 from a3c.core.config import Config
 from a3c.rundir.checkpoints import SavedPolicy, checkpoint_payload, load_policy, save_checkpoint
+from a3c_envs import inspect_env, make_vector_env
 from tests.front.test_cli import bad, call
 from tests.helpers import require_extra
 

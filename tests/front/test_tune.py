@@ -170,9 +170,8 @@ def test_reporter_asks_the_pruner_after_each_report():
 
 def test_a_pruning_on_eval_stops_the_run_cleanly(tmp_path):
     # The Trainer's hook: each evaluation reaches on_eval as it arrives; True ends the run, exit 0, "pruned".
-    from a3c.envs import inspect_env
-
     from a3c.training.train import Trainer
+    from a3c_envs import inspect_env
     from tests.helpers import data_rows, read_json
 
     info = inspect_env("tests.testing_envs:FixedLength-v0")
@@ -231,9 +230,8 @@ def test_preset_values_read_back_as_toml(value):
 
 def test_best_preset_is_the_env_preset_with_the_best_values(tmp_path, monkeypatch):
     optuna = require_extra("optuna", "tune")
-    from a3c.envs import inspect_env, load_preset
-
     from a3c.training.resolve import read_config_file, resolve_config
+    from a3c_envs import inspect_env, load_preset
 
     study = optuna.create_study(direction="maximize")
     dist = {"lr": optuna.distributions.FloatDistribution(1e-4, 1e-2, log=True)}
@@ -257,7 +255,7 @@ def test_best_preset_is_the_env_preset_with_the_best_values(tmp_path, monkeypatc
     # Where a3c train looks for presets, it is the env's preset.
     (tmp_path / "presets").mkdir()
     path.rename(tmp_path / "presets" / "CartPole-v1.toml")
-    monkeypatch.setattr("a3c.envs.presets.PRESET_DIR", tmp_path / "presets")
+    monkeypatch.setattr("a3c_envs.presets.PRESET_DIR", tmp_path / "presets")
     assert resolve_config(inspect_env("CartPole-v1"), {}, {}).lr == 2.5e-3
 
 

@@ -15,8 +15,7 @@ from tests.helpers import require_extra
 
 require_extra("ale_py", "atari")
 
-from a3c.envs import make_vector_env  # noqa: E402
-
+from a3c_envs import make_vector_env  # noqa: E402
 from tests.envs.test_atari_vector import play  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]

@@ -1,4 +1,4 @@
-"""The learning curve of a user's own env, registered by its module (``a3c.envs.catch:Catch-v0``), with the
+"""The learning curve of a user's own env, registered by its module (``a3c_envs.catch:Catch-v0``), with the
 local backend on the defaults derived from it (2 spawned workers), a race against the clock over seeds:
 `make test-learning` prints the pass rate. Not in CI: the outcome depends on the machine's load and the
 workers' interleaving. What `make test` checks instead is named in the docstring."""
@@ -22,7 +22,7 @@ def test_catch_solves_on_derived_defaults_with_two_spawned_workers_within_240_s(
     """Catch's derived defaults (the spec's target 0.9, confirmed on 100 more episodes, scaled rewards; a
     random policy scores about -0.6) solve with 2 workers within 240 s. In `make test`: the
     seeded serial run on the same derived defaults, within a step budget (tests/e2e/test_user_env.py)."""
-    args = f"train --env a3c.envs.catch:Catch-v0 --workers 2 --seed {seed} --max-seconds 240 --quiet"
+    args = f"train --env a3c_envs.catch:Catch-v0 --workers 2 --seed {seed} --max-seconds 240 --quiet"
     result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=360, token=token)
     assert result.returncode == 0, result.stderr
     config = json.loads((run_dir / "config.json").read_text())

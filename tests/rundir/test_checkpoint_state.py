@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from a3c.envs import inspect_env
 
 import a3c.rundir.checkpoints
 from a3c.core.config import Config
 from a3c.rundir.resume import load_resume_checkpoint
 from a3c.training.train import Trainer
+from a3c_envs import inspect_env
 
 
 def pendulum_trainer(run_dir: Path, resume: dict | None = None, **overrides) -> Trainer:

@@ -17,8 +17,8 @@ from a3c.algo.optim import flatten_parameters
 from a3c.backends.ray.remote import injected_hang, writable_tensor
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
-from a3c.envs import make_eval_vector_env
-from a3c.envs.episodes import eval_step_limit
+from a3c_envs import make_eval_vector_env
+from a3c_envs.episodes import eval_step_limit
 
 
 @ray.remote(num_cpus=0, max_concurrency=2)  # two threads: ``beat`` and ``cancel`` answer during ``play``

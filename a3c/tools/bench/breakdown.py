@@ -35,8 +35,8 @@ def _timed(fn: Callable, totals: dict[str, float], key: str) -> Callable:
 def breakdown(env_id: str = "CartPole-v1", seconds: float = 5.0, warmup_updates: int = 50) -> dict[str, Any]:
     """Run one learner for ``seconds`` and return µs per env step of each part, and its steps/s."""
     from a3c.algo.learner import Learner, build_shared
-    from a3c.envs import inspect_env
     from a3c.training.resolve import resolve_config
+    from a3c_envs import inspect_env
 
     torch.set_num_threads(1)
     info = inspect_env(env_id)

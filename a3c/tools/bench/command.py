@@ -134,8 +134,8 @@ def bench(**opts) -> None:
 def _race(opts: dict) -> None:
     import tempfile
 
-    from a3c.envs import inspect_env, load_preset
     from a3c.tools.bench.race import SUITE, RacePlan, run_race
+    from a3c_envs import inspect_env, load_preset
 
     _positive("--budget", opts["budget"])
     env_ids = tuple(opts["env_ids"]) + (SUITE if opts["suite"] else ())
@@ -159,8 +159,8 @@ def _race(opts: dict) -> None:
 
 
 def _backends(opts: dict) -> None:
-    from a3c.envs import inspect_env
     from a3c.tools.bench.backends import compare_backends
+    from a3c_envs import inspect_env
 
     if opts["env_ids"] or opts["suite"] or opts["shard_load"]:
         raise BadInput("--backends: not allowed with --env, --suite or --shard-load; expected one mode")

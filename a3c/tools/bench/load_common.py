@@ -18,8 +18,8 @@ MODELS = {"mlp": "CartPole-v1", "atari": "ALE/Pong-v5"}
 
 def model_config(model: str, workers: int) -> tuple[Any, Any]:
     """(config, spaces) of the model's preset as ``a3c train`` resolves them, with ``workers`` slots."""
-    from a3c.envs import inspect_env
     from a3c.training.resolve import resolve_config
+    from a3c_envs import inspect_env
 
     info = inspect_env(MODELS[model])
     no_stats = {"reward_scale": False, "obs_norm": False}  # reward scaling is derived for flat observations

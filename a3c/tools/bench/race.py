@@ -29,7 +29,7 @@ from a3c.tools.bench.harness import check_exit, run_python
 # last is registered by its own module, as a user's env would be.
 SUITE = (
     "CartPole-v1", "Acrobot-v1", "Pendulum-v1", "LunarLander-v3", "HalfCheetah-v5", "Hopper-v5",
-    "a3c.envs.catch:Catch-v0",
+    "a3c_envs.catch:Catch-v0",
 )  # fmt: skip
 
 

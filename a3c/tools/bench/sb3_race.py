@@ -31,8 +31,8 @@ from typing import Any
 
 import click
 
-from a3c.envs.atari import is_atari
 from a3c.tools.bench.sb3_peer import silent_logger
+from a3c_envs.atari import is_atari
 
 # rl-baselines3-zoo hyperparams/a2c.yml.
 ZOO: dict[str, dict[str, Any]] = {
@@ -71,7 +71,7 @@ def _make_envs(env_id: str, n_envs: int, seed: int, training: bool, frame_stack:
     import gymnasium as gym
     from stable_baselines3.common.atari_wrappers import AtariWrapper
 
-    from a3c.envs.atari import FireOnLifeLoss
+    from a3c_envs.atari import FireOnLifeLoss
 
     gym.register_envs(ale_py)
 
