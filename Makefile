@@ -90,10 +90,10 @@ test-learning: $(DEV_STAMP)
 
 # Fault injection: 20 rounds that kill the trainer, a worker or the whole process group at a random moment of
 # a run, a resume or a tune study, then check that the run dir loads, resumes and keeps its CSVs in order, and
-# that nothing is left running (tests/fault_injection.py; about 5 minutes on 2 cores). CI runs 4 rounds.
+# that nothing is left running (tests/support/fault_injection.py; about 5 minutes on 2 cores). CI runs 4 rounds.
 FAULT_ROUNDS ?= 20
 test-faults: $(DEV_STAMP)
-	$(BIN)/python -m tests.fault_injection --rounds $(FAULT_ROUNDS) --out runs/faults/$$(date +%Y%m%d-%H%M%S)
+	$(BIN)/python -m tests.support.fault_injection --rounds $(FAULT_ROUNDS) --out runs/faults/$$(date +%Y%m%d-%H%M%S)
 
 # Ours vs Stable-Baselines3 A2C on CartPole-v1 (about 10 minutes on 2 cores): a markdown table on stdout,
 # JSON under bench/results/. The dev install already holds the `bench` extra (stable-baselines3).

@@ -1,6 +1,6 @@
 """The fixtures every test may use (``run_dir``, ``token``), the leak check every test, module and the session
-gets (tests/leaks.py), the ``--learning`` switch and how `make test` schedules the suite. The helpers that
-run ``a3c`` and probe processes are tests/helpers.py's."""
+gets (tests/support/leaks.py), the ``--learning`` switch and how `make test` schedules the suite. What
+the tests share (running ``a3c``, probing processes, the small envs) is in tests/support/."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from a3c.runtime.context import ONE_THREAD
 os.environ.update(ONE_THREAD)
 
 # The helpers' own asserts report their values as a test's do.
-pytest.register_assert_rewrite("tests.helpers", "tests.leaks", "tests.algo.small_model")
+pytest.register_assert_rewrite("tests.support.commands", "tests.support.leaks", "tests.support.small_model")
 
-from tests.leaks import no_leaks  # noqa: E402 - after the rewrite is registered
+from tests.support.leaks import no_leaks  # noqa: E402 - after the rewrite is registered
 
 
 @pytest.fixture
@@ -138,14 +138,14 @@ SLOWEST_UNITS_S = {
     "tests/e2e/test_reliability.py": 68,
     "tests/envs/test_atari_vector.py": 65,
     "tests/e2e/test_extras_smoke.py": 60,
-    "tests/front/test_analysis.py": 52,
+    "tests/tools/test_analysis.py": 52,
     "tests/e2e/test_train.py": 46,
     "tests/e2e/test_export.py": 46,
-    "tests/front/test_bench.py": 36,
+    "tests/tools/test_bench.py": 36,
     "tests/e2e/test_video.py": 27,
     "tests/e2e/test_many_workers.py": 25,
     "tests/e2e/test_tune.py": 19,
-    "tests/front/test_race.py": 17,
+    "tests/tools/test_race.py": 17,
     "tests/algo/test_optim.py": 15,
     "tests/e2e/test_deterministic.py": 14,
     "tests/api/test_notebook.py": 14,

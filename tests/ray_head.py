@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import (
-    ROOT,
+from tests.support import ROOT
+from tests.support.commands import a3c_env
+from tests.support.processes import (
     TOKEN_VAR,
-    a3c_env,
     alive,
     descendants,
     describe,

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from tests.helpers import TOKEN_VAR, descendants
-from tests.leaks import all_pids, leaked
+from tests.support.leaks import all_pids, leaked
+from tests.support.processes import TOKEN_VAR, descendants
 
 # A child that starts a grandchild in a new session and exits at once: the grandchild is orphaned.
 ORPHAN = (

@@ -18,7 +18,7 @@ import pytest
 
 from a3c_envs.atari import is_atari, register_atari
 from a3c_envs.presets import env_extra, list_presets
-from tests.helpers import ROOT
+from tests.support import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 

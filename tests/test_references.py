@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.support import ROOT
 
 # What is read: the code, the tests, the docs and the build files. Not recorded outputs (bench/results).
 SCANNED_DIRS = ("a3c", "envs", "tests", "docs", "notebooks", ".ci")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RAY_BESIDE_THE_UNIT, RAY_UNIT, UNIT_OF_MODULE
-from tests.helpers import ROOT
+from tests.support import ROOT
 
 RAY_FIXTURES = {"ray_head", "ray_address", "user_cluster"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import ROOT
+from tests.support import ROOT
 
 MAX_ALGO_MODULES = 14
 VAGUE_NAMES = {"fast", "shared", "utils", "util", "helpers", "misc", "common"}

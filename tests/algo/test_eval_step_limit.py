@@ -8,20 +8,20 @@ import pytest
 import a3c
 from a3c_envs import episodes
 from a3c_envs.episodes import NO_LIMIT_EVAL_STEPS, eval_step_limit
-from tests.front.test_export import random_checkpoint
-from tests.helpers import call_a3c
+from tests.support.commands import call_a3c
+from tests.tools.test_export import random_checkpoint
 
-ENDLESS = "tests.testing_envs:Endless-v0"
+ENDLESS = "tests.support.envs:Endless-v0"
 BOUND = 300  # NO_LIMIT_EVAL_STEPS in the tests that play to it
 
 
 def test_the_limit_is_the_configs_else_the_envs_time_limit_else_a_bound():
     assert eval_step_limit("CartPole-v1") == 500
     assert eval_step_limit("CartPole-v1", 20) == 20
-    import tests.testing_envs  # noqa: F401 - registers Endless-v0
+    import tests.support.envs  # noqa: F401 - registers Endless-v0
 
     assert eval_step_limit(ENDLESS) == NO_LIMIT_EVAL_STEPS == 10_000
-    assert eval_step_limit("tests.testing_envs:Blind-v0") == 10  # a module's env: its registered limit
+    assert eval_step_limit("tests.support.envs:Blind-v0") == 10  # a module's env: its registered limit
     assert eval_step_limit("CartPole-v1", env_kwargs={"max_episode_steps": 1000}) == 1000  # as the run's envs
     assert eval_step_limit("ALE/Pong-v5") == 27_000  # ALE's own end of a game: 108,000 frames
 

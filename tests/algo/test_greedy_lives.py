@@ -15,7 +15,7 @@ import torch
 from a3c.algo.evaluation import play_greedy
 from a3c.algo.networks import ConvActorCritic
 from a3c_envs.vector import SerialVectorEnv
-from tests.helpers import require_extra
+from tests.support.extras import require_extra
 
 SHAPE = (1, 36, 36)  # the smallest image the conv net takes
 LENGTH = 6  # every fake episode's steps

@@ -13,7 +13,7 @@ from torch import nn
 from a3c.algo.learner import hand_off_gradients, pull_weights
 from a3c.algo.loss import compute_gradients
 from a3c.algo.optim import SharedAdam, attach_flat_grad, flatten_parameters
-from tests.algo.small_model import assert_params_close, make_model, random_grads, step_with
+from tests.support.small_model import assert_params_close, make_model, random_grads, step_with
 
 # -- (f): the gradient hand-off ------------------------------------------------------------------------------
 

@@ -95,11 +95,11 @@ def test_gaussian_learner_updates_mean_and_log_std_and_feeds_the_shared_obs_stat
 
 
 def test_learner_feeds_its_policy_observations_standardised_by_the_shared_stats():
-    # Raw observations sit near 1000, -500 and 50 with scales 1, 20 and 0.1 (tests/testing_envs.py): neither
+    # Raw observations sit near 1000, -500 and 50 with scales 1, 20 and 0.1 (tests/support/envs.py): neither
     # the raw values nor values normalised with the prior statistics (clipped at ±10) pass these checks.
-    import tests.testing_envs  # noqa: F401 - registers OffsetObs-v0
+    import tests.support.envs  # noqa: F401 - registers OffsetObs-v0
 
-    env_id = "tests.testing_envs:OffsetObs-v0"
+    env_id = "tests.support.envs:OffsetObs-v0"
     config = Config(env_id=env_id, envs_per_worker=4, t_max=25, obs_norm=True).validate()
     torch.manual_seed(0)
     model, optimizer = build_shared(config, Spaces((3,), 2))

@@ -10,7 +10,7 @@ import torch
 from torch.distributions import Categorical
 
 from a3c.algo.loss import policy_gradient_loss, value_loss
-from tests.algo.reference import actor_critic_loss, categorical_entropy
+from tests.support.reference import actor_critic_loss, categorical_entropy
 
 
 def random_batch(n=9, a=4, seed=0, scale=3.0):

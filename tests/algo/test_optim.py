@@ -21,8 +21,8 @@ from a3c.algo.optim import (
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from a3c.runtime.counters import StopReason, StopSignal
-from tests.algo.small_model import assert_params_close, make_model, random_grads, run_both, step_with
-from tests.helpers import require_extra
+from tests.support.extras import require_extra
+from tests.support.small_model import assert_params_close, make_model, random_grads, run_both, step_with
 
 # -- (a), (b): the same updates as torch.optim ---------------------------------------------------------------
 
@@ -237,7 +237,7 @@ def test_finite_check_sees_no_phantom_nan_while_a_worker_writes():
     import multiprocessing
 
     from a3c.algo.optim import non_finite_counts
-    from tests._counters_child import keep_adding
+    from tests.support.counters_child import keep_adding
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(100, 100), nn.Linear(100, 100))  # 20k values: races are common

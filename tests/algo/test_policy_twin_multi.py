@@ -15,8 +15,8 @@ from a3c.core.config import Config
 from a3c_envs import inspect_env
 from tests.algo.test_policy_twin import randomized, torch_out
 
-COPY_BITS = "tests.envs.space_envs:CopyBits-v0"
-MATCH_CHOICES = "tests.envs.space_envs:MatchChoices-v0"
+COPY_BITS = "tests.support.space_envs:CopyBits-v0"
+MATCH_CHOICES = "tests.support.space_envs:MatchChoices-v0"
 SPACE_ENVS = [COPY_BITS, MATCH_CHOICES]
 
 

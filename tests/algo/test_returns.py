@@ -9,7 +9,7 @@ import torch
 import a3c.algo.rollout
 from a3c.algo.loss import segment_loss
 from a3c.algo.rollout import Segment, gae
-from tests.algo.reference import n_step_returns, reference_gae
+from tests.support.reference import n_step_returns, reference_gae
 
 
 def t(values, dtype=np.float64):

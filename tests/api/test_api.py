@@ -13,7 +13,10 @@ import torch
 
 import a3c
 from a3c.rundir.lock import holder
-from tests.helpers import ROOT, a3c_env, call_a3c, csv_rows, require_extra, wait_until
+from tests.support import ROOT
+from tests.support.commands import a3c_env, call_a3c, wait_until
+from tests.support.extras import require_extra
+from tests.support.run_files import csv_rows
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +174,7 @@ def test_a_failed_run_raises_training_failed_with_its_run(tmp_path, capsys):
     # Faulty-v0 raises in its 51st step: in this process (serial) the trainer's error, after two updates of
     # 20 steps; the run's files are kept.
     with pytest.raises(a3c.TrainingFailed) as failed:
-        a3c.train("tests.testing_envs:Faulty-v0", run_dir=tmp_path / "r", serial=True, max_steps=1000)
+        a3c.train("tests.support.envs:Faulty-v0", run_dir=tmp_path / "r", serial=True, max_steps=1000)
     run = failed.value.run
     message = f"training failed (exit 1; its traceback is on stderr); run dir {str(run.run_dir)!r}"
     assert str(failed.value) == message
@@ -184,7 +187,7 @@ def test_a_failed_run_raises_training_failed_with_its_run(tmp_path, capsys):
 MINE = """
 import gymnasium
 
-gymnasium.register("Mine-v0", entry_point="tests.testing_envs:FixedLengthEnv", max_episode_steps=10)
+gymnasium.register("Mine-v0", entry_point="tests.support.envs:FixedLengthEnv", max_episode_steps=10)
 """
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import ROOT, require_extra
+from tests.support import ROOT
+from tests.support.extras import require_extra
 
 
 @pytest.mark.slow

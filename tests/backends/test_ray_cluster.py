@@ -30,18 +30,6 @@ import psutil
 import pytest
 
 from a3c.backends.ray.listening import listening as listening_of
-from tests.helpers import (
-    ROOT,
-    a3c_env,
-    alive,
-    call_a3c,
-    call_a3c_train,
-    descendants,
-    describe,
-    left_behind,
-    processes_with_token,
-    read_json,
-)
 from tests.ray_head import (
     HOST_IP,
     METRICS_EVERY,
@@ -60,8 +48,12 @@ from tests.ray_head import (
     ray_auth_env,
     wait_for,
 )
+from tests.support import ROOT
+from tests.support.commands import a3c_env, call_a3c, call_a3c_train
+from tests.support.processes import alive, descendants, describe, left_behind, processes_with_token
+from tests.support.run_files import read_json
 
-__import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
+__import__("tests.support.extras", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 pytestmark = pytest.mark.slow
 
 # The GCS declares a node dead after this many failed health checks this far apart (Ray's default: 5, 3 s

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import require_extra
+from tests.support.extras import require_extra
 
 require_extra("ray", "ray")
 

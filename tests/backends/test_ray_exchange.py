@@ -9,7 +9,7 @@ import torch
 
 from a3c.backends.ray.exchange import NodeExchange, combine_scale, shard_bounds
 
-__import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
+__import__("tests.support.extras", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 
 
 def shard(index: int, weights: np.ndarray, nodes: int, scale: float):

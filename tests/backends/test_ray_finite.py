@@ -12,7 +12,7 @@ from a3c.algo.optim import flatten_parameters
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from a3c_envs import inspect_env
-from tests.helpers import require_extra
+from tests.support.extras import require_extra
 
 require_extra("ray", "ray")
 

@@ -28,19 +28,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import (
-    ROOT,
-    a3c_env,
-    alive,
-    assert_continuous,
-    call_a3c,
-    csv_rows,
-    data_rows,
-    descendants,
-    processes_with_token,
-    read_json,
-    run_a3c,
-)
 from tests.ray_head import (
     METRICS_EVERY,
     WAIT_CAP_S,
@@ -51,8 +38,12 @@ from tests.ray_head import (
     join_head,
     wait_for,
 )
+from tests.support import ROOT
+from tests.support.commands import a3c_env, call_a3c, run_a3c
+from tests.support.processes import alive, descendants, processes_with_token
+from tests.support.run_files import assert_continuous, csv_rows, data_rows, read_json
 
-__import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
+__import__("tests.support.extras", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 pytestmark = pytest.mark.slow
 
 from a3c.backends.ray.remote import INJECTED_HANG_TIMEOUT_S  # noqa: E402 - after the extra's guard

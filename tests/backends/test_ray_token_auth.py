@@ -18,7 +18,7 @@ from a3c.backends.ray import cluster as cluster_module
 from a3c.backends.ray.cluster import Cluster, Rechecks, check_address, check_joined, check_start_env
 from a3c.backends.ray.token_auth import GCS_METHOD, RAYLET_METHOD, CannotTell, demands_token
 
-__import__("tests.helpers", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
+__import__("tests.support.extras", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 
 
 class Server(grpc.GenericRpcHandler):

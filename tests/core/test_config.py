@@ -14,7 +14,7 @@ from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
 from a3c.training.resolve import confirm_episodes, resolve_config
 from a3c_envs import EnvInfo, inspect_env, load_preset
-from tests.helpers import call_a3c
+from tests.support.commands import call_a3c
 
 # -- parse_set -----------------------------------------------------------------------------------------------
 

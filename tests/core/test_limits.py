@@ -7,7 +7,7 @@ import resource
 import pytest
 
 from a3c.core import limits
-from tests.helpers import call_a3c
+from tests.support.commands import call_a3c
 
 
 @pytest.fixture

@@ -22,15 +22,9 @@ from a3c.cli import main
 from a3c.core.config import Config
 from a3c.rundir.files import default_run_dir
 from a3c.rundir.tensorboard import EVAL_TAGS, METRIC_TAGS
-from tests.helpers import (
-    call_a3c,
-    call_a3c_train,
-    data_rows,
-    descendants,
-    read_json,
-    shm_entries,
-    shm_left,
-)
+from tests.support.commands import call_a3c, call_a3c_train
+from tests.support.processes import descendants, shm_entries, shm_left
+from tests.support.run_files import data_rows, read_json
 
 STAMP = re.compile(r"^(\d{8}-\d{6})-s(\d+)$")
 

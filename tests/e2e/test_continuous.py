@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import a3c
-from tests.helpers import call_a3c, read_json
+from tests.support.commands import call_a3c
+from tests.support.run_files import read_json
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +29,7 @@ PENDULUM_PRESET = {
 
 
 def test_a_gaussian_policy_learns_a_continuous_bandit_within_a_step_budget(tmp_path):
-    # Aim-v0 (tests/testing_envs.py): aim a in [-1, 1] at the target x in [-0.8, 0.8] shown, reward
+    # Aim-v0 (tests/support/envs.py): aim a in [-1, 1] at the target x in [-0.8, 0.8] shown, reward
     # 1 - |a - x|, 10 steps an episode. A policy acting 0 whatever it sees (an untrained net's tanh(mean))
     # scores 6.0, a uniform random one about 3.9; 9 needs the greedy action within 0.1 of x on average. On
     # the preset's settings (32 steps an update) a seeded serial run is bit-reproducible. Measured (this call
@@ -36,7 +37,7 @@ def test_a_gaussian_policy_learns_a_continuous_bandit_within_a_step_budget(tmp_p
     # 2026-12-06, AMD EPYC): solved at 768 steps (seeds 0-3 and 6-9) and 1,024 (4, 5), best 9.12-9.58;
     # the first evaluation (256 steps) scored 6.5-7.2. Budget 2,048 steps, 2x the slowest. (On derived
     # defaults instead, seed 0 peaked at 9.45 at 2.5k steps and fell back to about 7 by 10k.)
-    run = a3c.train("tests.testing_envs:Aim-v0", run_dir=tmp_path / "run", serial=True, seed=0,
+    run = a3c.train("tests.support.envs:Aim-v0", run_dir=tmp_path / "run", serial=True, seed=0,
                     target_return=9.0, max_steps=2048, eval_interval_steps=256, max_seconds=120,
                     **PENDULUM_PRESET)  # fmt: skip
     summary = run.summary

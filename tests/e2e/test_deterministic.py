@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import a3c
-from tests.helpers import call_a3c, data_rows, read_json, run_a3c
+from tests.support.commands import call_a3c, run_a3c
+from tests.support.run_files import data_rows, read_json
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,9 @@ import torch
 import a3c
 from a3c.rundir.checkpoints import load_policy
 from a3c_envs import make_env
-from tests.helpers import call_a3c, call_a3c_train, read_json, require_extra
+from tests.support.commands import call_a3c, call_a3c_train
+from tests.support.extras import require_extra
+from tests.support.run_files import read_json
 
 pytestmark = pytest.mark.slow
 

@@ -18,9 +18,11 @@ import torch
 from a3c.algo.networks import TorchPolicy
 from a3c.rundir.checkpoints import load_policy
 from a3c_envs import make_vector_env
-from tests.front.test_cli import call
-from tests.front.test_export import a3c_actions, assert_same_actions, random_checkpoint
-from tests.helpers import ROOT, call_a3c, require_extra, run_a3c
+from tests.support import ROOT
+from tests.support.commands import call_a3c, run_a3c
+from tests.support.extras import require_extra
+from tests.test_cli import call
+from tests.tools.test_export import a3c_actions, assert_same_actions, random_checkpoint
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,9 @@ import torch
 from a3c.algo.learner import build_model
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
-from tests.helpers import call_a3c, call_a3c_train, read_json, require_extra
+from tests.support.commands import call_a3c, call_a3c_train
+from tests.support.extras import require_extra
+from tests.support.run_files import read_json
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import call_a3c_train, csv_rows, read_json
+from tests.support.commands import call_a3c_train
+from tests.support.run_files import csv_rows, read_json
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +55,7 @@ def test_a_critic_that_sees_nothing_is_warned_about(tmp_path, monkeypatch, capsy
 
     monkeypatch.setattr(health, "DEAD_CRITIC_STEPS", 40_000)
     monkeypatch.setattr(health, "DEAD_CRITIC_WINDOW", 10_000)
-    run = a3c.train("tests.testing_envs:Blind-v0", run_dir=tmp_path / "run", serial=True, seed=0,
+    run = a3c.train("tests.support.envs:Blind-v0", run_dir=tmp_path / "run", serial=True, seed=0,
                     max_steps=40_000, eval_interval_steps=10_000, metrics_interval_steps=800,
                     envs_per_worker=16, t_max=5)  # fmt: skip
     summary = run.summary

@@ -16,18 +16,10 @@ from a3c.core.cpus import auto_workers
 from a3c.rundir.resume import load_resume_checkpoint
 from a3c.training.options import train_setup
 from tests.e2e.test_reliability import assert_continuous
-from tests.helpers import (
-    ROOT,
-    a3c_env,
-    csv_rows,
-    end,
-    kill_trainer,
-    left_behind,
-    popen_a3c,
-    read_json,
-    spawned_children,
-    wait_until,
-)
+from tests.support import ROOT
+from tests.support.commands import a3c_env, end, kill_trainer, popen_a3c, wait_until
+from tests.support.processes import left_behind, spawned_children
+from tests.support.run_files import csv_rows, read_json
 
 pytestmark = pytest.mark.slow
 

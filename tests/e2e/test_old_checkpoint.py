@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers import ROOT, call_a3c, call_a3c_train
+from tests.support import ROOT
+from tests.support.commands import call_a3c, call_a3c_train
 
 OLD_RUN = ROOT / "tests" / "fixtures" / "old_run"
 

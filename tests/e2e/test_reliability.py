@@ -17,19 +17,16 @@ from a3c.core.config import Config
 from a3c.rundir.resume import load_resume_checkpoint
 from a3c.training.train import Trainer
 from a3c_envs import inspect_env
-from tests.helpers import (
-    assert_continuous,
-    csv_rows,
-    data_rows,
+from tests.support.commands import (
     end,
     kill_trainer,
-    processes_with_token,
-    read_json,
     run_a3c,
     start_cartpole,
     train_serial_fixed_length,
     wait_until,
 )
+from tests.support.processes import processes_with_token
+from tests.support.run_files import assert_continuous, csv_rows, data_rows, read_json
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +80,7 @@ def test_sigkilled_worker_is_restarted_and_trains_on(run_dir, token):
 def test_worker_that_always_raises_ends_the_run_after_its_restart_budget(run_dir, token):
     # One worker, so the counts are exact: its budget (per worker) is 2 restarts; its third crash ends the run
     # (restarts of two workers racing to their budgets made them 2 to 4).
-    args = "train --env tests.testing_envs:Faulty-v0 --workers 1 --eval-interval 600 --set max_restarts=2"
+    args = "train --env tests.support.envs:Faulty-v0 --workers 1 --eval-interval 600 --set max_restarts=2"
     result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=180, token=token)
     err = result.stderr
     assert result.returncode == 1, err
@@ -171,7 +168,7 @@ def test_broken_or_foreign_checkpoint_is_refused_and_nothing_is_overwritten(
 ):
     # The refusals through the CLI in this process: they come before anything starts (a command each would
     # only add its imports).
-    from tests.front.test_cli import call
+    from tests.test_cli import call
 
     run_dir = tmp_path / "run"
     shutil.copytree(finished_run, run_dir)
@@ -190,7 +187,7 @@ def test_broken_or_foreign_checkpoint_is_refused_and_nothing_is_overwritten(
 
 
 def serial_trainer(run_dir: Path, resume=None, **overrides) -> Trainer:
-    info = inspect_env("tests.testing_envs:FixedLength-v0")
+    info = inspect_env("tests.support.envs:FixedLength-v0")
     values = {"env_id": info.env_id, "workers": 1, "eval_interval": 0.2, "max_steps": 600, **overrides}
     config = Config(**values).validate()
     return Trainer(config, info, run_dir, serial=True, show_progress=False, resume=resume)
@@ -235,7 +232,7 @@ def test_resume_round_trip_is_bit_exact(tmp_path):
 
 
 def test_non_finite_gradients_are_skipped_and_counted(tmp_path):
-    env_id = "tests.testing_envs:NaNReward-v0"
+    env_id = "tests.support.envs:NaNReward-v0"
     run = a3c.train(env_id, run_dir=tmp_path / "run", serial=True, max_steps=3000, eval_interval=0.5)
     assert run.exit_code == 0
     summary = run.summary
@@ -291,7 +288,7 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys
 def test_a_hung_worker_is_found_by_its_missing_heartbeat(run_dir, token):
     # The worker hangs for good, so the timeout only sets how long the test waits; 6 s, not less, so that the
     # idle evaluator (a heartbeat every 50 ms) is never taken for hung on a loaded machine.
-    args = "train --env tests.testing_envs:Hanging-v0 --workers 1 --eval-interval 600 --hang-timeout 6"
+    args = "train --env tests.support.envs:Hanging-v0 --workers 1 --eval-interval 600 --hang-timeout 6"
     result = run_a3c(
         *args.split(), "--set", "max_restarts=0", "--run-dir", str(run_dir), timeout=120, token=token
     )

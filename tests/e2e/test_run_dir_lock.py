@@ -9,7 +9,8 @@ import signal
 
 import pytest
 
-from tests.helpers import call_a3c_train, data_rows, end, read_json, start_cartpole, wait_until
+from tests.support.commands import call_a3c_train, end, start_cartpole, wait_until
+from tests.support.run_files import data_rows, read_json
 
 pytestmark = pytest.mark.slow
 

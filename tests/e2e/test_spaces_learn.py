@@ -1,5 +1,5 @@
 """The spaces beyond Discrete and Box end to end: MultiBinary and MultiDiscrete actions learn (test envs of
-tests/envs/space_envs.py), their checkpoints record the spaces and evaluate, and the Gymnasium envs with
+tests/support/space_envs.py), their checkpoints record the spaces and evaluate, and the Gymnasium envs with
 Discrete and Tuple observations that were refused before (FrozenLake, Blackjack, Taxi) now train, evaluate
 and resume. The runs are seeded, serial and in this process."""
 
@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import a3c
-from tests.helpers import call_a3c, read_json
+from tests.support.commands import call_a3c
+from tests.support.run_files import read_json
 
 pytestmark = pytest.mark.slow
 
@@ -20,10 +21,13 @@ pytestmark = pytest.mark.slow
     "env_id, recorded",
     [
         (
-            "tests.envs.space_envs:CopyBits-v0",
+            "tests.support.space_envs:CopyBits-v0",
             {"multi_binary": True, "n_actions": 4, "obs_encoding": "flatten"},
         ),
-        ("tests.envs.space_envs:MatchChoices-v0", {"action_nvec": [3, 4], "n_actions": 7, "obs_shape": [9]}),
+        (
+            "tests.support.space_envs:MatchChoices-v0",
+            {"action_nvec": [3, 4], "n_actions": 7, "obs_shape": [9]},
+        ),
     ],
     ids=["multi-binary", "multi-discrete"],
 )

@@ -14,20 +14,10 @@ import torch
 
 import a3c
 from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS
-from tests.helpers import (
-    ROOT,
-    alive,
-    call_a3c,
-    csv_rows,
-    data_rows,
-    end,
-    left_behind,
-    popen_a3c,
-    read_json,
-    spawned_children,
-    start_cartpole,
-    wait_until,
-)
+from tests.support import ROOT
+from tests.support.commands import call_a3c, end, popen_a3c, start_cartpole, wait_until
+from tests.support.processes import alive, left_behind, spawned_children
+from tests.support.run_files import csv_rows, data_rows, read_json
 
 SUMMARY_KEYS = {
     "env_id",
@@ -75,7 +65,7 @@ def test_csv_headers_and_summary_keys_are_the_documented_ones(tmp_path):
 
     docs = documented_files()
     assert docs["metrics.csv"][:3] == ["wall_time", "global_step", "worker"]  # the parse found the block
-    info = inspect_env("tests.testing_envs:FixedLength-v0")
+    info = inspect_env("tests.support.envs:FixedLength-v0")
     config = Config(env_id=info.env_id, workers=1, eval_interval=0.2, max_steps=300).validate()
     run_dir = tmp_path / "run"
     assert Trainer(config, info, run_dir, serial=True, show_progress=False).run() == 0
@@ -138,7 +128,7 @@ def test_step_count_is_exact_with_two_spawned_workers(run_dir):
     # 40k steps keep both workers busy for seconds, long after each has started (the two start side by side,
     # from the forkserver). The policy lag is checked here too. The trainer is this process (the Python
     # API), its workers forked from the session's forkserver: no interpreter or torch to start.
-    run = a3c.train("tests.testing_envs:FixedLength-v0", run_dir=run_dir, workers=2, envs_per_worker=2,
+    run = a3c.train("tests.support.envs:FixedLength-v0", run_dir=run_dir, workers=2, envs_per_worker=2,
                     t_max=10, max_steps=40_000, target_return=1000, max_seconds=600)  # fmt: skip
     assert run.exit_code == 0, run.summary
     summary = read_json(run_dir / "summary.json")
@@ -151,7 +141,7 @@ def test_step_count_is_exact_with_two_spawned_workers(run_dir):
     assert last["worker_steps"].tolist() == [u * 20 for u in last["worker_updates"].tolist()]
     assert all(n > 0 for n in last["worker_updates"].tolist())
     # Hogwild: both workers update one model side by side, so some of their updates land between another's
-    # pull and push (a policy lag > 0; one learner in a process has none: tests/front/test_analysis.py).
+    # pull and push (a policy lag > 0; one learner in a process has none: tests/tools/test_analysis.py).
     with (run_dir / "metrics.csv").open() as f:
         metrics = list(csv.DictReader(f))
     assert {int(r["worker"]) for r in metrics} == {0, 1}
@@ -220,7 +210,7 @@ def test_timeout_s_term_is_a_stop_and_the_run_resumes(run_dir, token):
 def test_serial_mode_runs_the_same_learner_in_process(run_dir):
     # FixedLength: one env, 20 steps an update, no target; an evaluation every 500 steps (the last at the
     # budget's end, once). That serial starts no process is tests/e2e/test_cli_contract.py's.
-    env_id = "tests.testing_envs:FixedLength-v0"
+    env_id = "tests.support.envs:FixedLength-v0"
     run = a3c.train(env_id, run_dir=run_dir, serial=True, max_steps=2000, eval_interval_steps=500)
     summary = run.summary
     assert (run.exit_code, summary["exit_reason"], summary["total_steps"], summary["total_updates"]) == (

@@ -15,7 +15,9 @@ import pytest
 import torch
 
 import a3c
-from tests.helpers import call_a3c, data_rows, end, popen_a3c, read_json, require_extra, wait_until
+from tests.support.commands import call_a3c, end, popen_a3c, wait_until
+from tests.support.extras import require_extra
+from tests.support.run_files import data_rows, read_json
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 import a3c
-from tests.helpers import read_json
+from tests.support.run_files import read_json
 
 pytestmark = pytest.mark.slow
 

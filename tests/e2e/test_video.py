@@ -14,8 +14,10 @@ import pytest
 
 import a3c
 from a3c.cli import main
-from tests.front.test_export import random_checkpoint
-from tests.helpers import call_a3c, read_json, require_extra, run_a3c
+from tests.support.commands import call_a3c, run_a3c
+from tests.support.extras import require_extra
+from tests.support.run_files import read_json
+from tests.tools.test_export import random_checkpoint
 
 
 def frames_of(path: Path) -> np.ndarray:

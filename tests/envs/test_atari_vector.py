@@ -7,7 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from tests.helpers import require_extra
+from tests.support.extras import require_extra
 
 ale_py = require_extra("ale_py", "atari")
 

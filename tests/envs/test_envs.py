@@ -53,10 +53,10 @@ def test_make_env_seed_is_reproducible():
 
 def test_text_observation_space_is_not_supported_yet():
     with pytest.raises(EnvSetupError) as excinfo:
-        inspect_env("tests.envs.space_envs:TextObs-v0")
+        inspect_env("tests.support.space_envs:TextObs-v0")
     message = str(excinfo.value)
     assert "not supported yet" in message
-    assert "'tests.envs.space_envs:TextObs-v0'" in message
+    assert "'tests.support.space_envs:TextObs-v0'" in message
     assert "Text(" in message  # the space is named
     assert "1-D Box" in message and "image" in message and "Tuple or Dict" in message  # and what is supported
 

@@ -10,7 +10,7 @@ import pytest
 
 from a3c_envs import EnvSetupError
 from a3c_envs.modules import check_env_module, from_current_directory
-from tests.helpers import call_a3c
+from tests.support.commands import call_a3c
 
 EVIL = """
 from pathlib import Path

@@ -18,8 +18,8 @@ from a3c_envs.space_check import check_spaces, observation_encoding, spaces_of
 ENCODED = [
     ("FrozenLake-v1", "one_hot", 16),
     ("Blackjack-v1", "flatten", 32 + 11 + 2),
-    ("tests.envs.space_envs:MatchChoices-v0", "flatten", 2 + 3 + 4),
-    ("tests.envs.space_envs:CopyBits-v0", "flatten", 4),
+    ("tests.support.space_envs:MatchChoices-v0", "flatten", 2 + 3 + 4),
+    ("tests.support.space_envs:CopyBits-v0", "flatten", 4),
 ]
 
 
@@ -76,7 +76,7 @@ def test_vector_envs_encode_too(env_id):
 def test_encoding_a_dict_of_float32_and_int_parts_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # DtypeObservation warned "precision lowered" in every worker
-        make_env("tests.envs.space_envs:MatchChoices-v0", seed=0).close()
+        make_env("tests.support.space_envs:MatchChoices-v0", seed=0).close()
 
 
 NOT_SUPPORTED_OBS = [
@@ -121,7 +121,7 @@ def test_unsupported_actions_are_one_line_naming_the_space(space):
 
 def test_an_unsupported_env_is_refused_by_inspect_env():
     with pytest.raises(EnvSetupError, match=r"observation space Text\(.*not supported yet"):
-        inspect_env("tests.envs.space_envs:TextObs-v0")
+        inspect_env("tests.support.space_envs:TextObs-v0")
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from tests.helpers import require_extra
+from tests.support.extras import require_extra
 
 require_extra("ale_py", "atari")
 

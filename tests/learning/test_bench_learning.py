@@ -1,6 +1,6 @@
 """The race of `a3c bench --env`, as `make bench` runs it: ours solves CartPole within a 20-second budget (the
 preset, on this machine), over seeds. In `make test`: that a small race runs both sides and reports them
-(tests/front/test_race.py)."""
+(tests/tools/test_race.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from a3c.tools.bench.race import RacePlan, run_race
-from tests.helpers import require_extra
+from tests.support.extras import require_extra
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 import a3c
-from tests.helpers import read_json, run_a3c
+from tests.support.commands import run_a3c
+from tests.support.run_files import read_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
 

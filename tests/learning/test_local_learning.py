@@ -12,7 +12,9 @@ import signal
 import pytest
 
 from tests.e2e.test_reliability import comm_pids
-from tests.helpers import csv_rows, end, processes_with_token, read_json, run_a3c, start_cartpole
+from tests.support.commands import end, run_a3c, start_cartpole
+from tests.support.processes import processes_with_token
+from tests.support.run_files import csv_rows, read_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
 

@@ -11,8 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import read_json, require_extra, run_a3c
 from tests.ray_head import RayHead, assert_no_ray_left, join_head, start_ray_head
+from tests.support.commands import run_a3c
+from tests.support.extras import require_extra
+from tests.support.run_files import read_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
 

@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from tests.helpers import read_json, run_a3c
+from tests.support.commands import run_a3c
+from tests.support.run_files import read_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
 

@@ -15,8 +15,8 @@ from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.rundir.checkpoints import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, load_checkpoint, save_checkpoint
 from a3c.rundir.resume import SHAPE_FIELDS, check_compatible, load_resume_checkpoint
-from tests.front.test_cli import call
-from tests.helpers import run_serial_fixed_length
+from tests.support.commands import run_serial_fixed_length
+from tests.test_cli import call
 
 BASE = Config(env_id="CartPole-v1")
 

@@ -6,10 +6,7 @@ import os
 
 import pytest
 
-try:  # the child imports its target by module name; this works whether or not tests/ is a package
-    from tests import _counters_child
-except ImportError:
-    import _counters_child
+from tests.support import counters_child
 
 
 @pytest.mark.slow
@@ -18,7 +15,7 @@ def test_forkserver_children_run_one_thread_per_library():
 
     ctx = child_context()
     reader, writer = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_counters_child.report_threads, args=(writer,), daemon=True)
+    child = ctx.Process(target=counters_child.report_threads, args=(writer,), daemon=True)
     child.start()
     writer.close()
     try:

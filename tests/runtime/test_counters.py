@@ -9,13 +9,8 @@ import torch
 
 from a3c.algo.optim import SharedAdam, assert_shared, flatten_parameters
 from a3c.runtime.counters import Counters, StopReason, StopSignal
-from tests.algo.small_model import assert_params_close, make_model, step_with
-
-try:  # the spawned child imports its target by module name; this works whether or not tests/ is a package
-    from tests import _counters_child
-except ImportError:
-    import _counters_child
-
+from tests.support import counters_child
+from tests.support.small_model import assert_params_close, make_model, step_with
 
 # -- (d), (e): counters and the stop signal ------------------------------------------------------------------
 
@@ -77,7 +72,7 @@ def test_child_process_changes_are_seen_by_parent():
     assert not torch.allclose(next(model.parameters()), next(expected.parameters()))  # not true before
 
     child = ctx.Process(
-        target=_counters_child.mutate_shared_state,
+        target=counters_child.mutate_shared_state,
         args=(model, opt, counters, stop, grad_value, fill_value),
         daemon=True,
     )

@@ -24,7 +24,7 @@ from a3c.runtime.context import child_context
 from a3c.runtime.counters import Heartbeats, StopReason, StopSignal
 from a3c.runtime.pipe import RecordReader
 from a3c.runtime.supervisor import ChildSpec, Supervisor
-from tests._supervised_child import payload, send_records
+from tests.support.supervised_child import payload, send_records
 
 LARGE = [
     3 << 20,

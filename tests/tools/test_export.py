@@ -20,8 +20,8 @@ from a3c.algo.learner import build_model, make_policy
 from a3c.core.config import Config
 from a3c.rundir.checkpoints import SavedPolicy, checkpoint_payload, load_policy, save_checkpoint
 from a3c_envs import inspect_env, make_vector_env
-from tests.front.test_cli import bad, call
-from tests.helpers import require_extra
+from tests.support.extras import require_extra
+from tests.test_cli import bad, call
 
 
 def random_checkpoint(path: Path, env_id: str, seed: int = 0, **fields) -> Path:
@@ -80,8 +80,8 @@ CASES = {
     "cartpole": ("CartPole-v1", {}),
     "pendulum-clip": ("Pendulum-v1", {"obs_norm": True, "squash": "clip"}),
     "pendulum-raw-obs": ("Pendulum-v1", {"squash": "tanh"}),
-    "multi-discrete": ("tests.envs.space_envs:MatchChoices-v0", {}),  # argmax per dimension: int64 [N, D]
-    "multi-binary": ("tests.envs.space_envs:CopyBits-v0", {}),  # the bits whose logit is > 0: int8 [N, n]
+    "multi-discrete": ("tests.support.space_envs:MatchChoices-v0", {}),  # argmax per dimension: int64 [N, D]
+    "multi-binary": ("tests.support.space_envs:CopyBits-v0", {}),  # the bits whose logit is > 0: int8 [N, n]
 }
 # Two cases cover every step of the graph in make test-fast; the rest run in make test.
 FAST_CASES = ("cartpole-obs-norm", "pendulum-tanh-state-std", "multi-discrete", "multi-binary")

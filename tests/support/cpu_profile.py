@@ -3,7 +3,7 @@
 `make test`'s time is its total CPU work shared by two cores, so this is the figure to cut. Run the tests one
 at a time on an otherwise quiet machine, so that all busy time is the test's (its children, Ray's daemons):
 
-    A3C_CPU_PROFILE=/tmp/cpu.jsonl .venv/bin/python -m pytest -p tests.cpu_profile -p no:xdist -m slow
+    A3C_CPU_PROFILE=/tmp/cpu.jsonl .venv/bin/python -m pytest -p tests.support.cpu_profile -p no:xdist -m slow
 
 Each line: ``{"id": nodeid, "cpu": busy CPU seconds of the machine (/proc/stat), "wall": seconds}``;
 a module fixture's set-up lands on the module's first test, its teardown on the last.

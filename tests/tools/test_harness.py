@@ -1,6 +1,6 @@
-"""The test harness itself (tests/helpers.py, tests/leaks.py): the guard for optional extras skips locally
-and fails in CI, and the leak check every test runs under catches a left process or /dev/shm entry, at the
-right scope."""
+"""The test harness itself (tests/support/extras.py, tests/support/leaks.py): the guard for optional extras
+skips locally and fails in CI, and the leak check every test runs under catches a left process or /dev/shm
+entry, at the right scope."""
 
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REQUIRE_EXTRAS_VAR, ROOT, a3c_env, descendants, require_extra
-from tests.leaks import LEAK_WAIT_S, no_leaks
+from tests.support import ROOT
+from tests.support.commands import a3c_env
+from tests.support.extras import REQUIRE_EXTRAS_VAR, require_extra
+from tests.support.leaks import LEAK_WAIT_S, no_leaks
+from tests.support.processes import descendants
 
 MISSING = "a3c_test_missing_extra"
 OUTCOMES = (pytest.fail.Exception, pytest.skip.Exception)

@@ -1,4 +1,4 @@
-"""Test-only envs, made by id as ``tests.testing_envs:<Name>`` so spawned workers import them too.
+"""Test-only envs, made by id as ``tests.support.envs:<Name>`` so spawned workers import them too.
 
 (Gymnasium imports the module before the ``:`` and looks the name up in its registry.)
 """

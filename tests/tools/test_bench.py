@@ -14,7 +14,8 @@ import pytest
 import a3c.tools.bench.harness as harness
 from a3c.tools.bench.harness import ours_throughput
 from a3c.tools.bench.report import markdown, summarize
-from tests.helpers import ROOT, require_extra
+from tests.support import ROOT
+from tests.support.extras import require_extra
 
 LAGS = {"ours_2x16": 0.9, "ray_2x16_node": 1.0}
 
@@ -73,7 +74,7 @@ def test_summary_checks_every_target():
 
 
 def test_bench_needs_sane_arguments(capsys):
-    # In this process (tests/front/test_cli.py runs bad input as a real command once): one error line, exit 2.
+    # In this process (tests/test_cli.py runs bad input as a real command once): one error line, exit 2.
     from a3c.cli import main
 
     with pytest.raises(SystemExit) as exit_info:

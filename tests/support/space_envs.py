@@ -1,5 +1,5 @@
 """Test envs for the action and observation spaces beyond Discrete and Box, made by id as
-``tests.envs.space_envs:<Name>`` so that spawned workers import them too.
+``tests.support.space_envs:<Name>`` so that spawned workers import them too.
 
 CopyBits-v0 and MatchChoices-v0 are one-step bandits repeated 8 times (their registration's TimeLimit):
 a policy that reads its observation scores 8, a random one 4 and about 2.3. They learn in seconds.

@@ -8,7 +8,7 @@ import pytest
 from a3c.core.errors import BadInput
 from a3c.training.options import train_setup
 from a3c_envs import EnvSetupError, load_preset
-from tests.helpers import call_a3c
+from tests.support.commands import call_a3c
 
 
 def setup(
@@ -63,7 +63,7 @@ def test_an_env_kwarg_that_changes_the_spaces_leaves_the_discrete_preset_out(tmp
 
 
 def require_box2d():
-    from tests.helpers import require_extra
+    from tests.support.extras import require_extra
 
     require_extra("Box2D", "box2d")
 
@@ -104,7 +104,7 @@ def test_a_bad_env_kwarg_is_one_error_line(tmp_path):
 
 @pytest.mark.slow  # trains (in this process)
 def test_on_a_resume_the_file_stands_over_the_saved_config_and_under_the_options(tmp_path):
-    from tests.helpers import train_serial_fixed_length
+    from tests.support.commands import train_serial_fixed_length
 
     run = tmp_path / "resumed"
     train_serial_fixed_length(run, 400)

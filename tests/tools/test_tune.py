@@ -17,7 +17,8 @@ from a3c.core.records import EvalRecord
 from a3c.tools.tune import REPORTS, Reporter, open_study, run_trial
 from a3c.tools.tune_report import best_trial, toml_value, trials_table, write_best_preset
 from a3c.tools.tune_space import DEFAULT_SPACE, TUNABLE, Param, TrialSpec, parse_param, parse_space
-from tests.helpers import ROOT, require_extra
+from tests.support import ROOT
+from tests.support.extras import require_extra
 
 
 def bad(capsys, *args: str) -> str:
@@ -172,9 +173,9 @@ def test_a_pruning_on_eval_stops_the_run_cleanly(tmp_path):
     # The Trainer's hook: each evaluation reaches on_eval as it arrives; True ends the run, exit 0, "pruned".
     from a3c.training.train import Trainer
     from a3c_envs import inspect_env
-    from tests.helpers import data_rows, read_json
+    from tests.support.run_files import data_rows, read_json
 
-    info = inspect_env("tests.testing_envs:FixedLength-v0")
+    info = inspect_env("tests.support.envs:FixedLength-v0")
     config = Config(env_id=info.env_id, workers=1, eval_interval=0.2, max_steps=100_000).validate()
     trainer = Trainer(config, info, tmp_path / "run", serial=True, show_progress=False)
     seen: list[EvalRecord] = []

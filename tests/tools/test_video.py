@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from a3c.tools.video import WholeRecordVideo
-from tests.helpers import require_extra
+from tests.support.extras import require_extra
 
 
 class Counter(gym.Env):

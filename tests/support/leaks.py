@@ -17,7 +17,7 @@ from contextlib import contextmanager, suppress
 
 import pytest
 
-from tests.helpers import (
+from tests.support.processes import (
     TOKEN_VAR,
     descendants,
     describe,

@@ -13,7 +13,9 @@ import pytest
 
 from a3c.tools.analysis import Runs, aggregate, load_runs, runs_table, solved_runs
 from a3c.tools.plot import throughput
-from tests.helpers import ROOT, call_a3c, require_extra, run_a3c
+from tests.support import ROOT
+from tests.support.commands import call_a3c, run_a3c
+from tests.support.extras import require_extra
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
@@ -103,7 +105,7 @@ def test_tensorboard_event_files_have_the_stable_tags(tmp_path):
 
     # In this process, serial and seeded: FixedLength's episodes are 10 steps and a segment 20 (1 env x
     # t_max 20), so 4,000 steps are exactly 400 episodes; an evaluation every 1,000 steps makes 4.
-    a3c.train("tests.testing_envs:FixedLength-v0", run_dir=tmp_path / "run", serial=True, seed=0,
+    a3c.train("tests.support.envs:FixedLength-v0", run_dir=tmp_path / "run", serial=True, seed=0,
               max_steps=4000, eval_interval_steps=1000, tensorboard=True)  # fmt: skip
     accumulator = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
     accumulator.Reload()
@@ -163,7 +165,7 @@ def test_policy_lag_is_zero_in_serial_mode(tmp_path):
     # lag of two spawned workers (positive) is tests/e2e/test_train.py's exact step count run's.
     import a3c
 
-    run = a3c.train("tests.testing_envs:FixedLength-v0", run_dir=tmp_path / "serial", serial=True, seed=0,
+    run = a3c.train("tests.support.envs:FixedLength-v0", run_dir=tmp_path / "serial", serial=True, seed=0,
                     max_steps=6000, metrics_interval_steps=1000, eval_interval_steps=6000)  # fmt: skip
     metrics = run.metrics
     assert metrics["global_step"].tolist() == list(range(1000, 6001, 1000))

@@ -10,7 +10,7 @@ import pytest
 
 from a3c.tools.bench.race import RacePlan, race_markdown, run_race, summarize_side
 from a3c.tools.bench.sb3_race import settings_for
-from tests.helpers import require_extra
+from tests.support.extras import require_extra
 
 
 def run(t: float | None, steps: int, final: float, rate: float = 1000.0) -> dict:

@@ -2,7 +2,7 @@
 run, a resume or a tune study, many times over; after each, the run dir must load, resume and keep its CSVs
 in order, and nothing may be left running.
 
-    python -m tests.fault_injection --rounds 20 --out runs/faults     # make test-faults (.ci/run: 4 rounds)
+    python -m tests.support.fault_injection --rounds 20 --out runs/faults  # make test-faults (.ci/run: 4)
 
 The moment is an event, not a clock: the kill comes once episodes.csv holds a random number of rows (and,
 on a resume, once it has grown past what the resume started with). The (stage, kind) pairs come in a random
@@ -27,18 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import (
-    assert_continuous,
-    csv_rows,
-    data_rows,
-    end,
-    left_behind,
-    popen_a3c,
-    read_json,
-    run_a3c,
-    spawned_children,
-    wait_until,
-)
+from tests.support.commands import end, popen_a3c, run_a3c, wait_until
+from tests.support.processes import left_behind, spawned_children
+from tests.support.run_files import assert_continuous, csv_rows, data_rows, read_json
 
 TRAIN = "train --env CartPole-v1 --workers 2 --target-return 1e9 --quiet --set checkpoint_interval=0.5"
 TUNE = "tune --env CartPole-v1 --trials 2 --trial-seconds 6 --seed 0"
@@ -202,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     seed = random.SystemRandom().randrange(10**6) if options.seed is None else options.seed
     replay = f"--rounds {options.rounds} --seed {seed} --out runs/faults/replay-{seed}"
-    print(f"seed {seed} (replay: .venv/bin/python -m tests.fault_injection {replay})", flush=True)
+    print(f"seed {seed} (replay: .venv/bin/python -m tests.support.fault_injection {replay})", flush=True)
     rng = random.Random(seed)
     options.out.mkdir(parents=True, exist_ok=False)
     pairs: list[tuple[str, str]] = []

@@ -15,7 +15,7 @@ from a3c.cli import cli
 from a3c.core.config import Config
 from a3c.rundir.files import default_run_dir
 from a3c.training.options import config_options, option_fields
-from tests.helpers import a3c_exit_code, call_a3c, run_a3c
+from tests.support.commands import a3c_exit_code, call_a3c, run_a3c
 
 call = a3c_exit_code  # what the tests of this folder and others import by this name
 
@@ -33,7 +33,7 @@ def bad(capsys, *args: str) -> str:
     ("args", "expected"),
     [
         (["--env", "CartPol-v1"], ["--env", "'CartPol-v1'", "CartPole-v1"]),
-        (["--env", "tests.envs.space_envs:TextObs-v0"], ["not supported yet", "Text("]),
+        (["--env", "tests.support.space_envs:TextObs-v0"], ["not supported yet", "Text("]),
         (["--env", "CartPole-v1", "--workers", "0"], ["workers", "0", "[1, 1024]"]),
         (["--env", "CartPole-v1", "--set", "lr=0"], ["lr", "0", "> 0"]),
         (["--env", "CartPole-v1", "--set", "lr=-1e-3"], ["lr", "-0.001"]),
@@ -111,13 +111,13 @@ def test_evaluate_foreign_checkpoint(capsys, tmp_path):
 
 
 def offset_obs_checkpoint(path, obs_norm: dict | None, config_obs_norm: bool = True) -> None:
-    """A hand-made checkpoint for OffsetObs-v0 (tests/testing_envs.py) whose policy plays perfectly only on
+    """A hand-made checkpoint for OffsetObs-v0 (tests/support/envs.py) whose policy plays perfectly only on
     observations normalised by the env's true statistics: action 1 exactly when normalised obs[0] > 0."""
     from a3c.algo.learner import build_model
     from a3c.core.spaces import Spaces
     from a3c.rundir.checkpoints import save_checkpoint
 
-    config = Config(env_id="tests.testing_envs:OffsetObs-v0", hidden_sizes=(4,), obs_norm=config_obs_norm)
+    config = Config(env_id="tests.support.envs:OffsetObs-v0", hidden_sizes=(4,), obs_norm=config_obs_norm)
     spaces = Spaces((3,), 2)
     model = build_model(config.validate(), spaces)
     with torch.no_grad():
@@ -132,7 +132,7 @@ def offset_obs_checkpoint(path, obs_norm: dict | None, config_obs_norm: bool = T
 
 
 def test_evaluate_uses_the_saved_observation_statistics(capsys, tmp_path):
-    from tests.testing_envs import OffsetObsEnv
+    from tests.support.envs import OffsetObsEnv
 
     def evaluated(obs_norm: dict | None, config_obs_norm: bool = True) -> tuple[int, dict | str]:
         path = tmp_path / "checkpoint.pt"
@@ -329,7 +329,7 @@ def test_a_checkpoints_config_is_validated_like_a_command_line(capsys, tmp_path)
 def test_a_run_saved_before_a_bound_existed_still_evaluates_and_resumes_with_the_option(tmp_path):
     # Only what playing needs is checked on load: hang_timeout 2 (below today's bound of 5) belongs to
     # training; a resume validates it with the options given.
-    from tests.helpers import call_a3c_train, train_serial_fixed_length
+    from tests.support.commands import call_a3c_train, train_serial_fixed_length
 
     run = tmp_path / "run"
     train_serial_fixed_length(run, 400)
@@ -361,7 +361,7 @@ def test_a_checkpoints_spaces_are_checked_before_its_model_is_built(capsys, tmp_
 
 @pytest.mark.slow  # trains (in this process)
 def test_a_resume_with_a_foreign_csv_header_is_one_line(capsys, tmp_path):
-    from tests.helpers import train_serial_fixed_length
+    from tests.support.commands import train_serial_fixed_length
 
     run = tmp_path / "run"
     train_serial_fixed_length(run, 400)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import call_a3c, require_extra
+from tests.support.commands import call_a3c
+from tests.support.extras import require_extra
 
 require_extra("matplotlib", "analysis")
 require_extra("pandas", "analysis")
