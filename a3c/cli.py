@@ -22,10 +22,7 @@ from a3c.tools.run_commands import plot, runs
 from a3c.tools.tune import tune
 from a3c.tools.video import record_best, require_video, video_dir, video_flag, video_option
 from a3c.training.options import config_options, train_setup
-from a3c_envs import EnvSetupError
 from a3c_envs.modules import TRUST_FLAG, TRUST_HELP
-
-BAD_INPUT = (BadInput, EnvSetupError)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -234,7 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the click group; turn bad input of any kind into one line and exit code 2."""
     try:
         cli.main(args=argv, prog_name="a3c", standalone_mode=False)
-    except BAD_INPUT as exc:
+    except BadInput as exc:  # EnvSetupError is one
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     except click.exceptions.Abort:
