@@ -15,6 +15,6 @@ The default update (an MLP with discrete actions) runs through learner → rollo
 distributions → loss → optim; docs/how-it-works.md follows it step by step.
 
 No processes and no files here: a worker process, the serial backend and a Ray node group all run this same
-code. It may import ``a3c.core``, ``envs``, torch and numpy; never ``a3c.rundir``, ``a3c.runtime``,
-``a3c.backends`` or the front.
+code. It may import ``a3c.core``, ``a3c_envs``, torch and numpy; never ``a3c.rundir``, ``a3c.runtime``,
+``a3c.backends`` or the layers above them.
 """

@@ -3,6 +3,6 @@ logs and their columns (``csvlog``), checkpoints (``checkpoints``), continuing a
 writer (``lock``) and TensorBoard (``tensorboard``). Whole files are written to a temp file and renamed
 into place.
 
-It may import ``a3c.core``, ``a3c.algo`` and ``envs``; never ``a3c.runtime``, ``a3c.backends`` or the
+It may import ``a3c.core``, ``a3c.algo`` and ``a3c_envs``; never ``a3c.runtime``, ``a3c.backends`` or the
 front. No processes here.
 """

@@ -1,5 +1,6 @@
 """Resolve a run's config: built-in defaults → derived from the env → the env's preset → a ``--config``
-file → options → ``--set``. It needs the env (``envs``), so it sits in the front, above every layer."""
+file → options → ``--set``. It needs the env (``a3c_envs``), so it sits in
+``a3c.training``, above every layer it reads."""
 
 from __future__ import annotations
 
