@@ -11,8 +11,8 @@
 - ``distributions``, ``optim``: every action head; the flat parameter buffer, the shared optimizers and the
   learning-rate schedules.
 
-The default update (an MLP with discrete actions) runs through learner → rollout → numpy_mlp →
-distributions → loss → optim; docs/how-it-works.md follows it step by step.
+The default update (an MLP with discrete actions) runs code in learner → rollout → distributions →
+numpy_mlp → optim; docs/how-it-works.md follows it step by step.
 
 No processes and no files here: a worker process, the serial backend and a Ray node group all run this same
 code. It may import ``a3c.core``, ``a3c_envs``, torch and numpy; never ``a3c.rundir``, ``a3c.runtime``,
