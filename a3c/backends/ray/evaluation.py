@@ -103,9 +103,7 @@ class RemoteEvaluator(Evaluator):
         alive_at = time.monotonic()  # the last sign that its episodes advanced
         beat, beat_sent, cancelled_at = None, 0.0, None
         while True:
-            # tests: a hang injected into the evaluator blocks its first incarnation's play (eval_actor.py)
-            hanging = "evaluator" if self.actor_restarts == 0 else ""
-            limit = wait_limit(self.config.hang_timeout, starting=not self.actor_answered, hanging=hanging)
+            limit = wait_limit(self.config.hang_timeout, starting=not self.actor_answered)
             done, _ = ray.wait([ref], timeout=BEAT_S)
             now = time.monotonic()
             if done:

@@ -94,8 +94,7 @@ class NodeRun:
     def _weights(self) -> np.ndarray:
         """The global weights from the shards; ActorFailed once a shard failed (never waited on again)."""
         if self.shard_failure is None:
-            # tests: a shard's injected hang blocks reads too; the driver then waits the short time
-            limit = wait_limit(self.config.hang_timeout, not self.shards_answered, hanging="shard 0")
+            limit = wait_limit(self.config.hang_timeout, not self.shards_answered)
             try:
                 weights = gather(self.shards, limit)
                 self.shards_answered = True
@@ -147,7 +146,7 @@ class NodeRun:
             self.sync_log.add(i, reply)
         self._mirror(self.groups.counts())
         if self.shard_failure is None:
-            limit = wait_limit(self.config.hang_timeout, False, hanging="shard 0")
+            limit = wait_limit(self.config.hang_timeout, False)
             self.sync_log.write_due(self.shards, limit)
         return records + self.eval_loop.take()
 
