@@ -13,8 +13,9 @@ import ray
 import torch
 from ray.exceptions import ActorUnavailableError, RayActorError
 
-from a3c.backends.ray.remote import STARTUP_TIMEOUT_S, ActorFailed, wait_limit, writable_tensor
+from a3c.backends.ray.remote import ActorFailed, wait_limit, writable_tensor
 from a3c.runtime.evaluator import Evaluator
+from a3c.runtime.supervisor import STARTUP_TIMEOUT_S
 
 BEAT_S = 1.0  # how often the driver asks the evaluator actor whether its episodes still advance
 

@@ -26,10 +26,11 @@ from ray.exceptions import ActorUnavailableError, RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from a3c.backends.ray.node import NodeGroup
-from a3c.backends.ray.remote import STARTUP_TIMEOUT_S, wait_limit
+from a3c.backends.ray.remote import wait_limit
 from a3c.backends.ray.stats import RunStats
 from a3c.core.records import ErrorRecord
 from a3c.runtime.state import SharedState
+from a3c.runtime.supervisor import STARTUP_TIMEOUT_S
 
 STOP_WAIT_S = 10.0  # a group's stop (its workers' last update, its last exchange), beyond its grace
 

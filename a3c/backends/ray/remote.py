@@ -6,8 +6,7 @@ import numpy as np
 import torch
 
 from a3c.backends.base import BackendFailed
-
-STARTUP_TIMEOUT_S = 120.0  # an actor's first answer waits for Ray to start its process and import torch
+from a3c.runtime.supervisor import STARTUP_TIMEOUT_S
 
 
 def wait_limit(hang_timeout: float, starting: bool) -> float:
