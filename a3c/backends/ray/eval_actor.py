@@ -14,7 +14,7 @@ from a3c.algo.learner.greedy_play import play_greedy
 from a3c.algo.learner.learner import build_model
 from a3c.algo.shared.flat import flatten_parameters
 from a3c.algo.shared.normalize import RunningMeanStd
-from a3c.backends.ray.remote import writable_tensor
+from a3c.backends.ray.actor_calls import writable_tensor
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from envs import make_eval_vector_env

@@ -13,7 +13,7 @@ import ray
 import torch
 from ray.exceptions import ActorUnavailableError, RayActorError
 
-from a3c.backends.ray.remote import ActorFailed, wait_limit, writable_tensor
+from a3c.backends.ray.actor_calls import ActorFailed, wait_limit, writable_tensor
 from a3c.runtime.evaluator import Evaluator
 from a3c.runtime.supervisor import STARTUP_TIMEOUT_S
 

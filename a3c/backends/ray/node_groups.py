@@ -25,8 +25,8 @@ import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from a3c.backends.ray.actor_calls import wait_limit
 from a3c.backends.ray.node import NodeGroup
-from a3c.backends.ray.remote import wait_limit
 from a3c.backends.ray.stats import RunStats
 from a3c.core.records import ErrorRecord
 from a3c.runtime.state import SharedState
@@ -75,7 +75,7 @@ class Watch:
         return self.started is None or self.started != self.incarnation or self.down_since is not None
 
 
-class NodeGroups:
+class GroupSupervisor:
     """Node group ``i`` on Ray node ``node_ids[i]`` runs workers ``groups[i]``. ``trainer``: the trainer's
     shared state (config, spaces, its optimizer and counters: what a group starts from); ``cluster``: the
     run's statistics (all slots); ``lock``: held while the counts or ``cluster`` change (the evaluator
@@ -275,7 +275,7 @@ class NodeGroups:
             ray.wait(stops, num_returns=len(stops), timeout=STOP_WAIT_S + self.config.hang_timeout)
 
 
-def first_moments(groups: NodeGroups) -> dict[str, np.ndarray] | None:
+def first_moments(groups: GroupSupervisor) -> dict[str, np.ndarray] | None:
     """The optimizer moments of the first of ``groups`` that answers started (None: none does within
     --hang-timeout). All are asked at once, so that a hung group holds up a checkpoint only while no other
     answers."""

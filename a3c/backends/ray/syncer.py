@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from a3c.backends.ray.actor_calls import wait_limit
 from a3c.backends.ray.exchange import NodeExchange
-from a3c.backends.ray.remote import wait_limit
 from a3c.backends.ray.shard import ShardFailed, collect
 
 
