@@ -1,4 +1,6 @@
-"""What every actor and the driver share: start-up limits, waits, failures, and how arrays cross to torch."""
+"""Calls between the driver and the actors, shared by both sides: how long to wait for an answer
+(``wait_limit``, with the start-up allowance), a failure no restart mends (``ActorFailed``), and an array
+that crossed a call made writable for torch (``writable_tensor``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The driver's node group actors (Ray node mode): one per Ray node, their start, their drains every tick,
-their liveness and the run's counts they hold.
+"""The driver's supervisor of the node group actors (``GroupSupervisor``; the actor is node.py's
+``NodeGroup``): one per Ray node, their start, their drains every tick, their liveness and the run's counts
+they hold.
 
 Liveness, per group: a call that fails as *unavailable* may be transient (the actor can still be alive), so
 a loss is counted when a group is seen dead (``ActorDiedError``), or does not answer for ``hang_timeout`` s;
@@ -76,10 +77,10 @@ class Watch:
 
 
 class GroupSupervisor:
-    """Node group ``i`` on Ray node ``node_ids[i]`` runs workers ``groups[i]``. ``trainer``: the trainer's
-    shared state (config, spaces, its optimizer and counters: what a group starts from); ``cluster``: the
-    run's statistics (all slots); ``lock``: held while the counts or ``cluster`` change (the evaluator
-    thread reads them)."""
+    """The driver's side of the ``NodeGroup`` actors. Node group ``i`` on Ray node ``node_ids[i]`` runs
+    workers ``groups[i]``. ``trainer``: the trainer's shared state (config, spaces, its optimizer and
+    counters: what a group starts from); ``cluster``: the run's statistics (all slots); ``lock``: held while
+    the counts or ``cluster`` change (the evaluator thread reads them)."""
 
     def __init__(
         self, trainer: SharedState, node_ids: list[str], shards: list[Any], bounds: list[tuple[int, int]],
