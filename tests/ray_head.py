@@ -264,14 +264,13 @@ def start_ray_head() -> Iterator[RayHead]:
     assert not left, f"outlived the Ray head: {describe(left)}"
 
 
-def join_head(head: RayHead, monkeypatch: pytest.MonkeyPatch, token: str, **actor_env: str) -> str:
+def join_head(head: RayHead, monkeypatch: pytest.MonkeyPatch, token: str) -> str:
     """Let the test's runs join ``head``: its auth token, and a job runtime env giving every actor of theirs
-    the test's ``token`` (so its leak check covers them) and ``actor_env`` (a hang to inject, say). Returns
-    the ``--ray-address``."""
+    the test's ``token`` (so its leak check covers them). Returns the ``--ray-address``."""
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
     for key, value in ray_auth_env(head.auth_token).items():
         monkeypatch.setenv(key, value)
-    job = {"runtime_env": {"env_vars": {TOKEN_VAR: token, **actor_env}}}
+    job = {"runtime_env": {"env_vars": {TOKEN_VAR: token}}}
     monkeypatch.setenv(JOB_CONFIG_VAR, json.dumps(job))
     return head.address
 

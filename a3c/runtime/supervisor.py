@@ -27,7 +27,9 @@ from a3c.runtime.counters import Heartbeats
 from a3c.runtime.pipe import RecordReader
 
 RESTART_WINDOW_S = 600.0
-STARTUP_TIMEOUT_S = 120.0  # a child's first heartbeat comes after its imports: slow on a loaded machine
+# A new process's first sign of life (a child's heartbeat, a Ray actor's answer) comes after it is started and
+# has imported torch: slow on a loaded machine. The Ray backend's actors get the same allowance.
+STARTUP_TIMEOUT_S = 120.0
 RECV_MAX = 200  # records taken from one child per poll, so one flooding child cannot starve supervision
 RECV_MAX_BYTES = 16 << 20  # bytes read from one child per poll, for the same reason with large records
 

@@ -270,9 +270,9 @@ def start_backend(
         seeds = (child_seed(cfg.seed, 0, 0, resume_index), eval_seed)
         return SerialBackend(shared, seeds, best_mean(), interrupted)
     if cfg.backend == "ray":
-        from a3c.backends.ray.node_driver import NodeRun  # Ray is an extra: imported only when asked for
+        from a3c.backends.ray.backend import RayBackend  # Ray is an extra: imported only when asked for
 
-        return NodeRun(shared, (cfg.seed, eval_seed), resume_index, best_mean())
+        return RayBackend(shared, (cfg.seed, eval_seed), resume_index, best_mean())
     from a3c.backends.local import LocalBackend
 
     return LocalBackend(shared, resume_index, best_mean)

@@ -78,7 +78,7 @@ def test_an_actor_that_was_up_and_becomes_unavailable_counts_as_a_crash(monkeypa
 
 
 def test_past_the_restart_budget_the_run_fails_naming_the_evaluator(monkeypatch):
-    from a3c.backends.ray.remote import ActorFailed
+    from a3c.backends.ray.actor_calls import ActorFailed
 
     ev = evaluator(answered=True)
     ev.actor_restarts = 3

@@ -16,13 +16,13 @@ from tests.support.extras import require_extra
 
 require_extra("ray", "ray")
 
-from a3c.backends.ray.node_driver import NodeRun  # noqa: E402 - after the extra's guard
+from a3c.backends.ray.backend import RayBackend  # noqa: E402 - after the extra's guard
 from a3c.training.train import Trainer  # noqa: E402
 
 
 def test_the_driver_counts_the_non_finite_global_weights_it_reads_from_the_shards():
     config = Config(env_id="CartPole-v1", workers=2)
-    run = object.__new__(NodeRun)  # what non_finite_counts reads: a scratch model and the shards' weights
+    run = object.__new__(RayBackend)  # what non_finite_counts reads: a scratch model and the shards' weights
     run.scratch = build_model(config, Spaces((4,), 2))
     run.scratch_flat = flatten_parameters(run.scratch)
     weights = np.zeros(run.scratch_flat.numel(), np.float32)
@@ -33,7 +33,7 @@ def test_the_driver_counts_the_non_finite_global_weights_it_reads_from_the_shard
     assert run.non_finite_counts() == {name: 2}
 
 
-class StandInNodeRun:
+class StandInRayBackend:
     """The driver's view of global weights that went non-finite; copying the whole state is an error here."""
 
     def non_finite_counts(self) -> dict[str, int]:
@@ -47,7 +47,7 @@ def test_the_trainers_finite_check_on_ray_takes_the_verdict_not_the_state(tmp_pa
     info = inspect_env("CartPole-v1")
     config = Config(env_id="CartPole-v1", workers=1, backend="ray").validate()
     trainer = Trainer(config, info, tmp_path / "run", show_progress=False)
-    trainer.backend = StandInNodeRun()
+    trainer.backend = StandInRayBackend()
     trainer._check_finite()
     assert not trainer.params_finite
     (error,) = trainer.monitor.errors
@@ -63,7 +63,7 @@ def test_a_checkpoint_still_refuses_non_finite_weights_from_the_backend(tmp_path
     config = Config(env_id="CartPole-v1", workers=1, backend="ray").validate()
     trainer = Trainer(config, info, tmp_path / "run", show_progress=False)
 
-    class Synced(StandInNodeRun):
+    class Synced(StandInRayBackend):
         def sync(self) -> None:
             with torch.no_grad():
                 next(trainer.model.parameters()).view(-1)[0] = bad

@@ -18,7 +18,7 @@ require_extra("ray", "ray")
 from ray.exceptions import ActorDiedError, ActorUnavailableError  # noqa: E402 - after the extra's guard
 
 import a3c.backends.ray.node_groups as groups_module  # noqa: E402
-from a3c.backends.ray.node_groups import NodeGroups, Watch  # noqa: E402
+from a3c.backends.ray.node_groups import GroupSupervisor, Watch  # noqa: E402
 from a3c.backends.ray.stats import RunStats  # noqa: E402
 
 WORKERS = 4  # two groups of two
@@ -53,9 +53,10 @@ def reply(incarnation: str, steps: list[int], started: bool = True, exchanges: i
     return Ref(answer)
 
 
-def groups(*scripts: list[Ref]) -> NodeGroups:
-    """NodeGroups over stand-in actors (group i runs workers 2i, 2i+1), counting from a base of 1000 steps."""
-    g = object.__new__(NodeGroups)
+def groups(*scripts: list[Ref]) -> GroupSupervisor:
+    """GroupSupervisor over stand-in actors (group i runs workers 2i, 2i+1), counting from a base of 1000
+    steps."""
+    g = object.__new__(GroupSupervisor)
     g.config = SimpleNamespace(max_restarts=3, hang_timeout=600.0, workers=WORKERS)
     optimizer = SimpleNamespace(state_dict=lambda: {"state": {}})
     counters = SimpleNamespace(base=torch.tensor([1000, 100, 0]))
@@ -88,7 +89,7 @@ def ray_calls(monkeypatch):
     monkeypatch.setattr(groups_module.ray, "kill", lambda actor, no_restart=True: None)
 
 
-def drain(g: NodeGroups, times: int) -> list:
+def drain(g: GroupSupervisor, times: int) -> list:
     records = []
     for _ in range(times):
         records += g.drain(0.1)[0]
@@ -178,10 +179,10 @@ def test_a_start_that_fails_fails_the_run_naming_the_group():
 
 def test_workers_split_over_the_nodes_in_near_equal_groups_and_each_group_is_pinned_to_its_node(monkeypatch):
     spawned = []
-    monkeypatch.setattr(NodeGroups, "_spawn", lambda self, i: spawned.append((i, self.node_ids[i])) or i)
+    monkeypatch.setattr(GroupSupervisor, "_spawn", lambda self, i: spawned.append((i, self.node_ids[i])) or i)
     config = SimpleNamespace(workers=3, to_dict=dict)
     trainer = SimpleNamespace(config=config, start_time=0.0, spaces=None)
-    g = NodeGroups(trainer, ["head", "second"], [], [], RunStats(None, None), threading.Lock(), 0)
+    g = GroupSupervisor(trainer, ["head", "second"], [], [], RunStats(None, None), threading.Lock(), 0)
     assert g.groups == [[0, 1], [2]] and spawned == [(0, "head"), (1, "second")]
     assert g.slots.shape == g.carried.shape == (3, 3)  # (steps, updates, skipped) of each of the 3 workers
 

@@ -8,12 +8,11 @@ tests/backends/test_ray_cluster.py's; the arithmetic is test_ray_exchange.py's; 
 backends is test_ray_cluster.py's.)
 
 Each test waits for the events it is about (metrics rows of a worker, a restart, an evaluation):
-``--max-seconds`` is only a cap, for a run that never gets there. The evaluator's and a shard's hangs are
-injected with ``A3C_TEST_HANG`` (ray/remote.py) into the named actor alone, which the driver holds to the
-injected hang's own short timeout; every healthy actor there has ``--hang-timeout`` = the cap, so none is
-taken for hung however loaded the machine. A group's hang is the test's own: it stops the group's processes
-(SIGSTOP) in a run whose ``--hang-timeout`` is HUNG_GROUP_TIMEOUT_S.
-Each test checks that no process of its runs, their actors included, is left."""
+``--max-seconds`` is only a cap, for a run that never gets there. A hang is the test's own: it stops the
+actor's process (the evaluator's first incarnation, the shard, a group with its forkserver and worker) with
+SIGSTOP, in a run whose ``--hang-timeout`` is HANG_TIMEOUT_S, and lets it go on (SIGCONT) once the driver
+has found it hung, or at the test's end. Each test checks that no process of its runs, their actors
+included, is left."""
 
 from __future__ import annotations
 
@@ -46,21 +45,18 @@ from tests.support.run_files import assert_continuous, csv_rows, data_rows, read
 __import__("tests.support.extras", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 pytestmark = pytest.mark.slow
 
-from a3c.backends.ray.remote import INJECTED_HANG_TIMEOUT_S  # noqa: E402 - after the extra's guard
-
-CAP_S = 600  # --max-seconds and --hang-timeout: caps, never reached (each run is ended by the test or fails)
-# --hang-timeout of the run whose group the test stops (SIGSTOP): long beside a healthy actor's answers
+CAP_S = 600  # --max-seconds: a cap, never reached (each run is ended by the test or fails)
+# --hang-timeout of the runs whose actors the test stops (SIGSTOP): long beside a healthy actor's answers
 # (milliseconds apart), so that none is taken for hung on a loaded machine; the wait for it costs no CPU.
-HUNG_GROUP_TIMEOUT_S = 20.0
+HANG_TIMEOUT_S = 20.0
 EXIT_CAP_S = 120
 
 
-def start_run(tmp_path: Path, token: str, address: str, *args: str, workers: int = 2,
-              hang_timeout: float = CAP_S) -> subprocess.Popen:  # fmt: skip
+def start_run(tmp_path: Path, token: str, address: str, *args: str, workers: int = 2) -> subprocess.Popen:
     """A CartPole run in node mode (one shard: two, each exchange reaching both, are test_ray_cluster.py's)
     that does not end by itself."""
     command = f"train --env CartPole-v1 --backend ray --workers {workers} --target-return 1e9 --quiet"
-    command += f" --max-seconds {CAP_S} --hang-timeout {hang_timeout:g} --ray-address {address}"
+    command += f" --max-seconds {CAP_S} --hang-timeout {HANG_TIMEOUT_S:g} --ray-address {address}"
     command += f" --run-dir {tmp_path / 'run'} --set ray_shards=1 --set sync_interval=0.5"
     command += f" --set metrics_interval_steps={METRICS_EVERY}"
     with open(tmp_path / "stdout.txt", "w") as out, open(tmp_path / "stderr.txt", "w") as err:
@@ -94,18 +90,18 @@ def worker_process(token: str, name: str) -> int:
 def test_node_mode_outlives_its_faults_until_a_shard_dies_and_the_run_resumes(
     tmp_path, token, ray_head: RayHead, monkeypatch
 ):
-    """Node mode's failures in one run: the evaluator actor's first incarnation hangs in its first play, is
-    killed and restarted, and every evaluation is its restart's; a worker that crashes inside a node group is
-    restarted by the group and trains on; the group itself, killed, is replaced by the driver and trains on,
-    its counts kept; a parameter shard that dies (it holds the only copy of its slice) fails the run at once,
-    naming it, with last.pt from the last sync; the run then resumes from that checkpoint on Ray, to its
-    step budget."""
+    """Node mode's failures in one run: the evaluator actor's first incarnation, stopped (SIGSTOP) after its
+    first evaluation, is found hung, killed and restarted, and its restart evaluates; a worker that crashes
+    inside a node group is restarted by the group and trains on; the group itself, killed, is replaced by the
+    driver and trains on, its counts kept; a parameter shard that dies (it holds the only copy of its slice)
+    fails the run at once, naming it, with last.pt from the last sync; the run then resumes from that
+    checkpoint on Ray, to its step budget."""
     from a3c.rundir.resume import load_resume_checkpoint
 
-    monkeypatch.setenv("A3C_TEST_HANG", "evaluator")  # the driver's side (it holds it to the short wait)
-    address = join_head(ray_head, monkeypatch, token, A3C_TEST_HANG="evaluator")
+    address = join_head(ray_head, monkeypatch, token)
     run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
     run = start_run(tmp_path, token, address, "--set", "checkpoint_interval=1")
+    stopped: set[int] = set()
     try:
         both = lambda: set(workers_in_metrics(run_dir)) == {"0", "1"}  # noqa: E731
         wait_for(both, WAIT_CAP_S, "both workers train", run, err)
@@ -113,7 +109,12 @@ def test_node_mode_outlives_its_faults_until_a_shard_dies_and_the_run_resumes(
         (shard,) = actor_processes(token, "ParamShard")
         assert "libtorch" not in Path(f"/proc/{shard}/maps").read_text()  # a shard holds numpy arrays only
 
-        # The evaluator's hang, its restart and the evaluation that follows go on meanwhile (checked below).
+        # Stopped once it has answered (an evaluation), the first evaluator is held to --hang-timeout, not
+        # the start-up allowance. Its hang, its restart and the evaluation that follows go on meanwhile.
+        wait_for(lambda: data_rows(run_dir / "eval.csv") >= 1, WAIT_CAP_S, "a first evaluation", run, err)
+        stopped = actor_processes(token, "EvalActor")
+        assert len(stopped) == 1, stopped
+        signal_each(stopped, signal.SIGSTOP)
         os.kill(worker_process(token, "a3c-worker-1"), signal.SIGKILL)
         crashed = lambda: "warning: worker 1 crashed" in err.read_text()  # noqa: E731
         wait_for(crashed, WAIT_CAP_S, "the group sees its crashed worker", run, err)
@@ -132,11 +133,15 @@ def test_node_mode_outlives_its_faults_until_a_shard_dies_and_the_run_resumes(
         assert actor_processes(token, "NodeGroup") != {group}
         hung = lambda: "the evaluator actor hung" in err.read_text()  # noqa: E731
         wait_for(hung, WAIT_CAP_S, "the evaluator's hang is seen", run, err)
-        wait_for(lambda: data_rows(run_dir / "eval.csv") >= 1, WAIT_CAP_S, "an evaluation", run, err)
+        evaluations = data_rows(run_dir / "eval.csv")  # any later one is played by the restart
+        signal_each(stopped, signal.SIGCONT)  # in case Ray's kill waits for it
+        restarted = lambda: data_rows(run_dir / "eval.csv") > evaluations  # noqa: E731
+        wait_for(restarted, WAIT_CAP_S, "an evaluation by the restarted evaluator", run, err)
 
         os.kill(shard, signal.SIGKILL)
         code = run.wait(timeout=WAIT_CAP_S + EXIT_CAP_S)
     finally:
+        signal_each(stopped, signal.SIGCONT)  # none is left stopped, whatever failed
         end(run)
     stderr = err.read_text()
     assert code == 1, stderr[-3000:]
@@ -157,9 +162,9 @@ def test_node_mode_outlives_its_faults_until_a_shard_dies_and_the_run_resumes(
     assert config["backend"] == "ray" and config["ray_address"] == address and config["workers"] == 2
     saved = load_resume_checkpoint(run_dir)  # the last sync: weights and counters of one instant
     assert saved["global_step"] == summary["total_steps"] == int(saved["worker_steps"].sum()) > before
-    # The restarted evaluator actor played whole CartPole episodes (a reward of 1 a step: return = length):
-    # an evaluation round, and a confirmation round of as many when it was a candidate for best.pt (the
-    # first always is; a solve's, 100, is out of reach).
+    # Both evaluator actors played whole CartPole episodes (a reward of 1 a step: return = length): an
+    # evaluation round, and a confirmation round of as many when it was a candidate for best.pt (the first
+    # always is; a solve's, 100, is out of reach).
     rounds = (config["eval_episodes"], 2 * config["eval_episodes"])
     rows = csv_rows(run_dir / "eval.csv")
     assert int(rows[0]["episodes"]) == rounds[1], rows[0]
@@ -177,10 +182,8 @@ def test_node_mode_outlives_its_faults_until_a_shard_dies_and_the_run_resumes(
     before_kill = csv_rows(run_dir / "episodes.csv")
     assert_no_ray_left(token)
 
-    # It resumes from the last sync on the same head, without the hang, to its step budget: a node-mode
-    # run's usual end (the groups stopped, a final evaluation, exit 0); counters and rows go on from it.
-    monkeypatch.delenv("A3C_TEST_HANG")
-    join_head(ray_head, monkeypatch, token)  # its actors: the test's token, no hang
+    # It resumes from the last sync on the same head to its step budget: a node-mode run's usual end (the
+    # groups stopped, a final evaluation, exit 0); counters and rows go on from it.
     step, evaluations = saved["global_step"], data_rows(run_dir / "eval.csv")
     result = run_a3c("train", "--resume", str(run_dir), "--max-steps", str(step + 2_000), "--quiet",
                      timeout=WAIT_CAP_S + EXIT_CAP_S, token=token)  # fmt: skip
@@ -196,21 +199,32 @@ def test_node_mode_outlives_its_faults_until_a_shard_dies_and_the_run_resumes(
 
 
 def test_a_hung_shard_fails_the_run_naming_it(tmp_path, token, ray_head: RayHead, monkeypatch):
+    """A parameter shard that stops answering once training is under way (SIGSTOP) fails the run naming it
+    after --hang-timeout, with last.pt from the last sync."""
     from a3c.rundir.resume import load_resume_checkpoint
 
-    monkeypatch.setenv("A3C_TEST_HANG", "shard 0")  # the driver's side (its node holds it to the short wait)
-    address = join_head(ray_head, monkeypatch, token, A3C_TEST_HANG="shard 0")
+    address = join_head(ray_head, monkeypatch, token)
     run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
     # One worker: the hang is the shard's, whatever trains behind it.
     run = start_run(tmp_path, token, address, "--set", "checkpoint_interval=1", workers=1)
+    stopped: set[int] = set()
     try:
+        # A checkpoint has read the shard: the driver then holds it to --hang-timeout, not the start-up
+        # allowance.
+        trains = lambda: workers_in_metrics(run_dir).count("0") >= 3  # noqa: E731
+        wait_for(trains, WAIT_CAP_S, "the worker trains", run, err)
+        wait_for(lambda: (run_dir / "checkpoints" / "last.pt").exists(), WAIT_CAP_S, "a checkpoint", run, err)
+        stopped = actor_processes(token, "ParamShard")
+        assert len(stopped) == 1, stopped
+        signal_each(stopped, signal.SIGSTOP)
         code = run.wait(timeout=WAIT_CAP_S + EXIT_CAP_S)
     finally:
+        signal_each(stopped, signal.SIGCONT)  # none is left stopped, whatever failed
         end(run)
     stderr = err.read_text()
     assert code == 1, stderr[-3000:]
     assert "error: parameter shard 0 failed" in stderr, stderr[-3000:]
-    assert f"no answer within {INJECTED_HANG_TIMEOUT_S:g} s (hung)" in stderr, stderr[-3000:]
+    assert f"no answer within {HANG_TIMEOUT_S:g} s (hung)" in stderr, stderr[-3000:]
     summary = read_json(run_dir / "summary.json")
     assert summary["exit_reason"] == "failed: parameter shard 0", summary
     saved = load_resume_checkpoint(run_dir)  # the last sync: weights and counters of one instant
@@ -229,7 +243,7 @@ def test_a_hung_group_is_replaced_and_a_group_past_its_restart_budget_fails_the_
     address = join_head(ray_head, monkeypatch, token)
     run_dir, err = tmp_path / "run", tmp_path / "stderr.txt"
     budget = ("--set", "max_restarts=1", "--set", "checkpoint_interval=1")
-    run = start_run(tmp_path, token, address, *budget, workers=1, hang_timeout=HUNG_GROUP_TIMEOUT_S)
+    run = start_run(tmp_path, token, address, *budget, workers=1)
     frozen: set[int] = set()
     try:
         trains = lambda: workers_in_metrics(run_dir).count("0") >= 3  # noqa: E731
@@ -252,7 +266,7 @@ def test_a_hung_group_is_replaced_and_a_group_past_its_restart_budget_fails_the_
     stderr = err.read_text()
     assert code == 1, stderr[-3000:]
     assert re.findall(r"warning: node group 0 (.*); restarting it \((\d)/1\)", stderr) == [
-        (f"did not answer within {HUNG_GROUP_TIMEOUT_S:g} s (hung) and was killed", "1")
+        (f"did not answer within {HANG_TIMEOUT_S:g} s (hung) and was killed", "1")
     ], stderr[-3000:]
     assert re.search(r"error: node 0 failed: node group 0 died \(\w+\); past its restart budget", stderr), (
         stderr[-3000:]

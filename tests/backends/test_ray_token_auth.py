@@ -194,11 +194,11 @@ def test_node_mode_judges_again_on_the_updates_a_group_made_over_all_its_incarna
     """A group restarted after its loss counts its workers' updates from 0 again: the driver hands the
     rechecks the run's counts (the lost incarnations' carried over), so the check after the restart comes
     as soon as every worker has pushed again."""
-    from a3c.backends.ray.node_driver import NodeRun
+    from a3c.backends.ray.backend import RayBackend
 
     judged = []
     monkeypatch.setattr(cluster_module, "check", judged.append)
-    run = object.__new__(NodeRun)
+    run = object.__new__(RayBackend)
     run.next_drain, run._drain = 0.0, lambda: []
     run.rechecks = Rechecks(Cluster.JOINED)
     carried, slots = np.zeros((3, 2), np.int64), np.zeros((3, 2), np.int64)

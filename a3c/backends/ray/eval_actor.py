@@ -14,7 +14,7 @@ from a3c.algo.evaluation import play_greedy
 from a3c.algo.learner import build_model
 from a3c.algo.normalize import RunningMeanStd
 from a3c.algo.optim import flatten_parameters
-from a3c.backends.ray.remote import injected_hang, writable_tensor
+from a3c.backends.ray.actor_calls import writable_tensor
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
 from a3c_envs import make_eval_vector_env
@@ -42,7 +42,6 @@ class EvalActor:
         ``obs_norm``: the observation statistics to normalise with (``RunningMeanStd.state_dict()``)."""
         self.last_step = time.monotonic()
         try:
-            injected_hang("evaluator")  # tests: the first evaluator actor hangs, its restart does not
             cpu = time.process_time()
             with torch.no_grad():
                 self.flat.copy_(writable_tensor(weights))

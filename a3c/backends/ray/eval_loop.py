@@ -13,9 +13,9 @@ from typing import Any
 
 import ray
 
+from a3c.backends.ray.actor_calls import ActorFailed
 from a3c.backends.ray.eval_actor import EvalActor
 from a3c.backends.ray.evaluation import RemoteEvaluator
-from a3c.backends.ray.remote import ActorFailed
 from a3c.backends.ray.stats import RunStats
 from a3c.core.records import ErrorRecord, EvalRecord
 from a3c.runtime.evaluator import next_wait

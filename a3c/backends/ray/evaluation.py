@@ -13,8 +13,9 @@ import ray
 import torch
 from ray.exceptions import ActorUnavailableError, RayActorError
 
-from a3c.backends.ray.remote import STARTUP_TIMEOUT_S, ActorFailed, wait_limit, writable_tensor
+from a3c.backends.ray.actor_calls import ActorFailed, wait_limit, writable_tensor
 from a3c.runtime.evaluator import Evaluator
+from a3c.runtime.supervisor import STARTUP_TIMEOUT_S
 
 BEAT_S = 1.0  # how often the driver asks the evaluator actor whether its episodes still advance
 
@@ -103,9 +104,7 @@ class RemoteEvaluator(Evaluator):
         alive_at = time.monotonic()  # the last sign that its episodes advanced
         beat, beat_sent, cancelled_at = None, 0.0, None
         while True:
-            # tests: a hang injected into the evaluator blocks its first incarnation's play (eval_actor.py)
-            hanging = "evaluator" if self.actor_restarts == 0 else ""
-            limit = wait_limit(self.config.hang_timeout, starting=not self.actor_answered, hanging=hanging)
+            limit = wait_limit(self.config.hang_timeout, starting=not self.actor_answered)
             done, _ = ray.wait([ref], timeout=BEAT_S)
             now = time.monotonic()
             if done:

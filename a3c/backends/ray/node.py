@@ -21,7 +21,6 @@ import torch
 
 from a3c.algo.optim import flat_view
 from a3c.backends.local import worker_specs
-from a3c.backends.ray.remote import STARTUP_TIMEOUT_S
 from a3c.backends.ray.shard import gather
 from a3c.backends.ray.stats import Arrays, RunStats
 from a3c.backends.ray.syncer import Syncer
@@ -32,7 +31,7 @@ from a3c.rundir.resume import restore_optimizer
 from a3c.runtime.context import child_context
 from a3c.runtime.counters import StopReason
 from a3c.runtime.state import build_state
-from a3c.runtime.supervisor import Supervisor
+from a3c.runtime.supervisor import STARTUP_TIMEOUT_S, Supervisor
 
 STOP_GRACE_S = 3.0  # the node's workers get this long to finish their update once stopped
 

@@ -1,5 +1,6 @@
-"""The driver's node group actors (Ray node mode): one per Ray node, their start, their drains every tick,
-their liveness and the run's counts they hold.
+"""The driver's supervisor of the node group actors (``GroupSupervisor``; the actor is node.py's
+``NodeGroup``): one per Ray node, their start, their drains every tick, their liveness and the run's counts
+they hold.
 
 Liveness, per group: a call that fails as *unavailable* may be transient (the actor can still be alive), so
 a loss is counted when a group is seen dead (``ActorDiedError``), or does not answer for ``hang_timeout`` s;
@@ -25,11 +26,12 @@ import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from a3c.backends.ray.actor_calls import wait_limit
 from a3c.backends.ray.node import NodeGroup
-from a3c.backends.ray.remote import STARTUP_TIMEOUT_S, wait_limit
 from a3c.backends.ray.stats import RunStats
 from a3c.core.records import ErrorRecord
 from a3c.runtime.state import SharedState
+from a3c.runtime.supervisor import STARTUP_TIMEOUT_S
 
 STOP_WAIT_S = 10.0  # a group's stop (its workers' last update, its last exchange), beyond its grace
 
@@ -74,11 +76,11 @@ class Watch:
         return self.started is None or self.started != self.incarnation or self.down_since is not None
 
 
-class NodeGroups:
-    """Node group ``i`` on Ray node ``node_ids[i]`` runs workers ``groups[i]``. ``trainer``: the trainer's
-    shared state (config, spaces, its optimizer and counters: what a group starts from); ``cluster``: the
-    run's statistics (all slots); ``lock``: held while the counts or ``cluster`` change (the evaluator
-    thread reads them)."""
+class GroupSupervisor:
+    """The driver's side of the ``NodeGroup`` actors. Node group ``i`` on Ray node ``node_ids[i]`` runs
+    workers ``groups[i]``. ``trainer``: the trainer's shared state (config, spaces, its optimizer and
+    counters: what a group starts from); ``cluster``: the run's statistics (all slots); ``lock``: held while
+    the counts or ``cluster`` change (the evaluator thread reads them)."""
 
     def __init__(
         self, trainer: SharedState, node_ids: list[str], shards: list[Any], bounds: list[tuple[int, int]],
@@ -274,7 +276,7 @@ class NodeGroups:
             ray.wait(stops, num_returns=len(stops), timeout=STOP_WAIT_S + self.config.hang_timeout)
 
 
-def first_moments(groups: NodeGroups) -> dict[str, np.ndarray] | None:
+def first_moments(groups: GroupSupervisor) -> dict[str, np.ndarray] | None:
     """The optimizer moments of the first of ``groups`` that answers started (None: none does within
     --hang-timeout). All are asked at once, so that a hung group holds up a checkpoint only while no other
     answers."""

@@ -15,8 +15,6 @@ import numpy as np
 import ray
 from ray.exceptions import RayActorError, RayError
 
-from a3c.backends.ray.remote import injected_hang
-
 
 class ShardFailed(Exception):
     """Parameter shard ``shard`` hung or died (``why``): it holds the only copy of its slice, so the run
@@ -65,8 +63,6 @@ class ParamShard:
     def exchange(self, node: int, delta: np.ndarray | None) -> tuple[np.ndarray, int]:
         """Add ``delta`` [slice] (None: nothing, a node's first look) from ``node``; return (the new slice,
         the global lag: other nodes' exchanges applied since this node's previous one)."""
-        if self.version:  # tests: a shard that hangs once training is under way
-            injected_hang(f"shard {self.index}")
         lag = self.version - int(self.seen[node])
         if delta is not None:
             self.weights += self.scale * delta

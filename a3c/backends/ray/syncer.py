@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from a3c.backends.ray.actor_calls import wait_limit
 from a3c.backends.ray.exchange import NodeExchange
-from a3c.backends.ray.remote import wait_limit
 from a3c.backends.ray.shard import ShardFailed, collect
 
 
@@ -62,8 +62,7 @@ class Syncer:
             started = time.monotonic()
             pairs = zip(self.shards, self.bounds, strict=True)
             refs = [shard.exchange.remote(self.index, delta[a:b]) for shard, (a, b) in pairs]
-            # tests: a hang injected into shard 0 is waited on for the short time only
-            limit = wait_limit(self.timeout, starting=not self.exchanges, hanging="shard 0")
+            limit = wait_limit(self.timeout, starting=not self.exchanges)
             try:
                 replies = collect(refs, limit)
             except ShardFailed as exc:

@@ -84,8 +84,8 @@ def measure_point(size: int, shards_n: int, nodes_n: int, interval: float, secon
     import ray
 
     from a3c.backends.ray.exchange import shard_bounds
-    from a3c.backends.ray.remote import STARTUP_TIMEOUT_S
     from a3c.backends.ray.shard import ParamShard
+    from a3c.runtime.supervisor import STARTUP_TIMEOUT_S
 
     bounds = shard_bounds(size, shards_n)
     shards = [

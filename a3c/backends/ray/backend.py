@@ -2,7 +2,7 @@
 the global weights in ``ray_shards`` ``ParamShard`` actors, the evaluator thread (``EvalLoop``). Used by
 ``Trainer`` as its Backend.
 
-Every DRAIN_S the driver drains each group (``NodeGroups``: records, counts, statistics, restarts).
+Every DRAIN_S the driver drains each group (``GroupSupervisor``: records, counts, statistics, restarts).
 A shard holds the only copy of its slice of the weights and is not restarted: a shard that fails an
 exchange (or a read) ends the run, naming it, with ``last.pt`` from the last checkpoint (its counts too).
 """
@@ -22,11 +22,11 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from a3c.algo.learner import build_model
 from a3c.algo.optim import flat_view, flatten_parameters, non_finite_counts
+from a3c.backends.ray.actor_calls import ActorFailed, wait_limit, writable_tensor
 from a3c.backends.ray.cluster import Rechecks, connect
 from a3c.backends.ray.eval_loop import EvalLoop
 from a3c.backends.ray.exchange import combine_scale, shard_bounds
-from a3c.backends.ray.node_groups import NodeGroups, cpu_nodes, first_moments, head_node
-from a3c.backends.ray.remote import ActorFailed, wait_limit, writable_tensor
+from a3c.backends.ray.node_groups import GroupSupervisor, cpu_nodes, first_moments, head_node
 from a3c.backends.ray.shard import ParamShard, ShardFailed, gather
 from a3c.backends.ray.stats import RunStats
 from a3c.backends.ray.sync_log import SyncLog
@@ -39,7 +39,7 @@ DRAIN_S = 0.25
 STOP_DRAIN_S = 10.0  # the last drains after the groups stopped, each
 
 
-class NodeRun:
+class RayBackend:
     """The ``ray`` Backend (see the module docstring)."""
 
     def __init__(self, shared: SharedState, seeds: tuple[int, int], resume_index: int, best_mean: float):
@@ -65,7 +65,7 @@ class NodeRun:
             obs_shape = shared.spaces.obs_shape
             self.cluster = RunStats.empty(obs_shape, cfg.workers, cfg.obs_norm, cfg.reward_scale)
             self.cluster.load(self.stats.arrays())
-            self.groups = NodeGroups(
+            self.groups = GroupSupervisor(
                 shared, nodes, self.shards, self.bounds, self.cluster, self.lock, resume_index
             )
             self.rechecks = Rechecks(self.ray_cluster)
@@ -93,8 +93,7 @@ class NodeRun:
     def _weights(self) -> np.ndarray:
         """The global weights from the shards; ActorFailed once a shard failed (never waited on again)."""
         if self.shard_failure is None:
-            # tests: a shard's injected hang blocks reads too; the driver then waits the short time
-            limit = wait_limit(self.config.hang_timeout, not self.shards_answered, hanging="shard 0")
+            limit = wait_limit(self.config.hang_timeout, not self.shards_answered)
             try:
                 weights = gather(self.shards, limit)
                 self.shards_answered = True
@@ -146,7 +145,7 @@ class NodeRun:
             self.sync_log.add(i, reply)
         self._mirror(self.groups.counts())
         if self.shard_failure is None:
-            limit = wait_limit(self.config.hang_timeout, False, hanging="shard 0")
+            limit = wait_limit(self.config.hang_timeout, False)
             self.sync_log.write_due(self.shards, limit)
         return records + self.eval_loop.take()
 
