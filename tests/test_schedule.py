@@ -16,9 +16,9 @@ RAY_FIXTURES = {"ray_head", "ray_address", "user_cluster"}
 
 
 def starts_ray(path: Path) -> bool:
-    """Whether a test module starts Ray: it imports tests/ray_head.py (its nodes and heads) in any form,
-    takes a Ray fixture (as an argument or through ``usefixtures``), or says so (``STARTS_RAY = True``, for a
-    Ray started some other way)."""
+    """Whether a test module starts Ray: it imports tests/support/ray_head.py (its nodes and heads) in any
+    form, takes a Ray fixture (as an argument or through ``usefixtures``), or says so (``STARTS_RAY = True``,
+    for a Ray started some other way)."""
     text = path.read_text()
     if not any(word in text for word in (*RAY_FIXTURES, "STARTS_RAY")):  # each way below names one of them
         return False  # without parsing it: most modules (the parse of every one took 0.3 s)
@@ -46,7 +46,8 @@ def starts_ray(path: Path) -> bool:
 
 @pytest.mark.parametrize(
     ("source", "starts"),
-    [("import tests.ray_head", True), ("from tests import ray_head", True), ("from . import ray_head", True),
+    [("import tests.support.ray_head", True), ("from tests.support import ray_head", True),
+     ("from . import ray_head", True),
      ("async def test_x(ray_address): pass", True), ("def test_x(*, ray_head): pass", True),
      ("pytestmark = pytest.mark.usefixtures('ray_address')", True), ("STARTS_RAY: bool = True", True),
      ("STARTS_RAY = False", False), ("def test_x(tmp_path): pass", False)],

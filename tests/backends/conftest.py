@@ -1,7 +1,7 @@
 """The Ray modules' shared head: one ``ray start --head`` for the package's tests (``ray_head``), which each
-test's runs join through ``ray_address`` (tests/ray_head.py). The modules that use it run one after another
-in one pytest process, last in the Ray unit of tests/conftest.py, so it is started once and stopped with
-the unit, instead of idling (its daemons poll) through the rest of the session."""
+test's runs join through ``ray_address`` (tests/support/ray_head.py). The modules that use it run one after
+another in one pytest process, last in the Ray unit of tests/conftest.py, so it is started once and stopped
+with the unit, instead of idling (its daemons poll) through the rest of the session."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.ray_head import RayHead, join_head, start_ray_head
+from tests.support.ray_head import RayHead, join_head, start_ray_head
 
 
 @pytest.fixture(scope="package")

@@ -30,7 +30,10 @@ import psutil
 import pytest
 
 from a3c.backends.ray.listening import listening as listening_of
-from tests.ray_head import (
+from tests.support import ROOT
+from tests.support.commands import a3c_env, call_a3c, call_a3c_train
+from tests.support.processes import alive, descendants, describe, left_behind, processes_with_token
+from tests.support.ray_head import (
     HOST_IP,
     METRICS_EVERY,
     RAY_SHUTDOWN_S,
@@ -48,9 +51,6 @@ from tests.ray_head import (
     ray_auth_env,
     wait_for,
 )
-from tests.support import ROOT
-from tests.support.commands import a3c_env, call_a3c, call_a3c_train
-from tests.support.processes import alive, descendants, describe, left_behind, processes_with_token
 from tests.support.run_files import read_json
 
 __import__("tests.support.extras", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI

@@ -27,7 +27,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray_head import (
+from tests.support import ROOT
+from tests.support.commands import a3c_env, call_a3c, run_a3c
+from tests.support.processes import alive, descendants, processes_with_token
+from tests.support.ray_head import (
     METRICS_EVERY,
     WAIT_CAP_S,
     RayHead,
@@ -37,9 +40,6 @@ from tests.ray_head import (
     join_head,
     wait_for,
 )
-from tests.support import ROOT
-from tests.support.commands import a3c_env, call_a3c, run_a3c
-from tests.support.processes import alive, descendants, processes_with_token
 from tests.support.run_files import assert_continuous, csv_rows, data_rows, read_json
 
 __import__("tests.support.extras", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI

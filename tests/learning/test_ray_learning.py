@@ -1,8 +1,8 @@
 """The learning curve of the Ray backend (two workers in one node group, exchanging with a shard), a race
 against the clock over seeds: `make test-learning` prints the pass rate. Not in CI: the outcome depends on the
 machine's load and the actors' interleaving. The runs join one loopback Ray head of this module's own
-(tests/ray_head.py), so the budget is spent training, not starting Ray. What `make test` checks instead is
-named in the docstring."""
+(tests/support/ray_head.py), so the budget is spent training, not starting Ray. What `make test` checks
+instead is named in the docstring."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.ray_head import RayHead, assert_no_ray_left, join_head, start_ray_head
 from tests.support.commands import run_a3c
 from tests.support.extras import require_extra
+from tests.support.ray_head import RayHead, assert_no_ray_left, join_head, start_ray_head
 from tests.support.run_files import read_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.learning]
