@@ -22,7 +22,7 @@ from a3c.runtime.context import ONE_THREAD
 os.environ.update(ONE_THREAD)
 
 # The helpers' own asserts report their values as a test's do.
-pytest.register_assert_rewrite("tests.support.commands", "tests.support.leaks", "tests.support.small_model")
+pytest.register_assert_rewrite("tests.support")
 
 from tests.support.leaks import no_leaks  # noqa: E402 - after the rewrite is registered
 

@@ -27,7 +27,7 @@ REPO_PATH = re.compile(
     r"(?<![\w./-])((?:a3c|envs|tests|docs|notebooks|bench)/[\w./-]*?\.(?:py|md|toml|ipynb|json|cfg|csv))\b"
 )
 TEST_ID = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
-DOTTED = re.compile(r"(?<![\w./-])(a3c(?:\.[A-Za-z_]\w*)+)")
+DOTTED = re.compile(r"(?<![\w./-])(a3c(?:_envs)?(?:\.[A-Za-z_]\w*)+)")
 INVARIANT = re.compile(r"\binvariants? (\d+)", re.IGNORECASE)
 ISSUE = re.compile(r"\bissues?\s+#?\d+|\bissue #\d+|#\d+\s+issue", re.IGNORECASE)
 OUTSIDE = re.compile(r"\bDESIGN(?:\.md)?\b|\.\./shared\b")
@@ -144,24 +144,28 @@ def test_the_checker_finds_each_kind_of_dead_reference(tmp_path: Path):
     (tmp_path / "a3c" / "__init__.py").write_text("")
     (tmp_path / "a3c" / "algo" / "__init__.py").write_text("")
     (tmp_path / "a3c" / "algo" / "optim.py").write_text("from x import LIMIT\n\nclass SharedAdam: ...\n")
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs" / "__init__.py").write_text("")
+    (tmp_path / "envs" / "catch.py").write_text("class Catch: ...\n")
     source = tmp_path / "a3c" / "algo" / "x.py"
     source.write_text(
         "# fine: a3c/algo/optim.py, a3c.algo.optim.SharedAdam, a3c.algo.optim.LIMIT, invariant 2, a3c.json\n"
         "# https://github.com/ray-project/ray/issues/53727, tests/ (a folder), a3c.algo\n"
         "# dead: a3c/algo/gone.py (issue 14's note) DESIGN invariant 3, see DESIGN.md and ../shared\n"
         "# dead: a3c.algo.gone, a3c.algo.optim.SharedRMSprop, Invariant 9; Issue #12\n"
+        "# a3c_envs.catch.Catch is fine (envs/ installs as a3c_envs), a3c_envs.gone is not\n"
         "# tests/t.py::test_here is fine, tests/t.py::test_gone is not\n"
     )
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "t.py").write_text("def test_here():\n    pass\n")
     found = problems_in(source, root=tmp_path, invariants={1, 2, 3})
-    assert {p.line for p in found} == {3, 4, 5}
+    assert {p.line for p in found} == {3, 4, 5, 6}
     what = "\n".join(p.what for p in found)
     for dead in ("a3c/algo/gone.py", "'issue 14'", "'DESIGN'", "'DESIGN.md'", "'../shared'", "a3c.algo.gone",
                  "a3c.algo.optim.SharedRMSprop", "invariant 9", "'Issue #12'",
-                 "tests/t.py::test_gone"):  # fmt: skip
+                 "a3c_envs.gone", "tests/t.py::test_gone"):  # fmt: skip
         assert dead in what, (dead, what)
-    assert len(found) == 10, what
+    assert len(found) == 11, what
 
 
 @pytest.mark.parametrize("kind", ["issue 3", "DESIGN invariant 1"])

@@ -1,5 +1,5 @@
 """The package's shape: a3c/algo is a handful of modules, each named for what it holds; no module or package
-anywhere is named for a speed or a vague word (CONTRIBUTING.md, "Modules")."""
+anywhere is named for a speed or a vague word (CONTRIBUTING.md, "Layout")."""
 
 from __future__ import annotations
 

@@ -15,6 +15,5 @@ The default update (an MLP with discrete actions) runs code in learner → rollo
 numpy_mlp → optim; docs/how-it-works.md follows it step by step.
 
 No processes and no files here: a worker process, the serial backend and a Ray node group all run this same
-code. It may import ``a3c.core``, ``a3c_envs``, torch and numpy; never ``a3c.rundir``, ``a3c.runtime``,
-``a3c.backends`` or the layers above them.
-"""
+code. It may import ``a3c.core``, ``a3c_envs``, torch, numpy and gymnasium; never ``a3c.rundir``,
+``a3c.runtime``, ``a3c.backends`` or the layers above them."""

@@ -22,13 +22,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from a3c.core.spaces import Spaces, action_kind
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 # Bounds on log σ: σ in (e^-5, e^2), as CleanRL's SAC. Reached smoothly (``bound_log_std``), never clamped: a
 # clamp passes no gradient once the raw value is past a bound, so a σ pushed there could never come back.
@@ -284,12 +287,14 @@ def bernoulli_log_prob_entropy(logits: torch.Tensor, bits: torch.Tensor) -> tupl
 def action_dist(space: gym.Space, squash: str = "clip", mean_l2_coef: float = 0.0) -> ActionDist:
     """The ``ActionDist`` of an env's (single) action space, one ``a3c_envs.space_check.check_spaces`` takes;
     ``squash`` and ``mean_l2_coef`` apply to Box actions."""
-    if isinstance(space, gym.spaces.Discrete):
+    from gymnasium import spaces  # here, not at the top: a loaded policy acts without gymnasium (a3c.load)
+
+    if isinstance(space, spaces.Discrete):
         return ActionDist(False, int(space.n))
-    if isinstance(space, gym.spaces.MultiDiscrete):
+    if isinstance(space, spaces.MultiDiscrete):
         nvec = tuple(int(x) for x in space.nvec)
         return ActionDist(False, sum(nvec), nvec=nvec)
-    if isinstance(space, gym.spaces.MultiBinary):
+    if isinstance(space, spaces.MultiBinary):
         return ActionDist(False, int(space.shape[0]), binary=True)
     return ActionDist(
         True,

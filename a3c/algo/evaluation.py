@@ -10,8 +10,8 @@ import numpy as np
 from torch import nn
 
 from a3c.algo.distributions import action_dist
-from a3c.algo.learner import make_policy
 from a3c.algo.normalize import RunningMeanStd
+from a3c.algo.numpy_mlp import make_policy
 from a3c.core.config import Config
 from a3c_envs import make_eval_vector_env
 from a3c_envs.episodes import eval_step_limit

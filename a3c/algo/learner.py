@@ -1,6 +1,6 @@
 """One worker's A3C learner: pull the shared weights → roll out → loss and gradient → hand off → shared step
 (``Learner.update``), and what it is built from: the model a config describes (``build_model``), the global
-model and its shared optimizer (``build_shared``), the fastest way a model acts (``make_policy``).
+model and its shared optimizer (``build_shared``).
 
 No processes and no files here: a spawned worker, the serial backend and a Ray node group run this same code.
 """
@@ -12,15 +12,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import nn
 
 from a3c.algo.distributions import action_dist
 from a3c.algo.loss import compute_gradients, segment_loss
-from a3c.algo.networks import ActorCritic, ConvActorCritic, TorchPolicy
+from a3c.algo.networks import ActorCritic, ConvActorCritic
 from a3c.algo.normalize import RewardScaler, SharedObsStats
-from a3c.algo.numpy_mlp import MlpGradient, NumpyMlp
+from a3c.algo.numpy_mlp import MlpGradient, make_policy
 from a3c.algo.optim import (
     GradViewGuard,
     SharedOptimizer,
@@ -198,13 +197,6 @@ class Learner:
     def close(self) -> None:
         """Close this learner's envs."""
         self.collector.envs.close()
-
-
-def make_policy(model: nn.Module, num_envs: int) -> Callable[[np.ndarray], np.ndarray]:
-    """The fastest way ``model`` acts for ``num_envs`` envs at once (see the module docstring)."""
-    if isinstance(model, ActorCritic):
-        return NumpyMlp(model).policy_output
-    return TorchPolicy(model, num_envs)
 
 
 def hand_off_gradients(flat_grad: torch.Tensor, shared_flat: torch.Tensor) -> None:

@@ -99,7 +99,12 @@ LstmState = tuple[torch.Tensor, torch.Tensor]
 
 
 class ConvActorCritic(nn.Module):
-    """π(a|s) and V(s) from uint8 images [N, C, H, W] (scaled to [0, 1] here).
+    """π(a|s) and V(s) from uint8 images [N, C, H, W] (scaled to [0, 1] here): the A3C paper's Atari network.
+
+    Conv 16×8×8 stride 4 → conv 32×4×4 stride 2 → fully connected 256 (ReLU), as in Mnih et al. (2016); the
+    recurrent variant ("A3C LSTM") feeds that into an LSTMCell. The LSTM's state is carried across rollout
+    segments (detached at their boundaries: the loss unrolls each segment from its stored initial state) and
+    zeroed per env at episode ends.
 
     Args:
         obs_shape: (C, H, W) of one observation.

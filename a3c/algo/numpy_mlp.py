@@ -24,6 +24,7 @@ rows of ``segment_batch``). Each ``*_terms`` returns (policy loss, mean entropy,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -31,7 +32,7 @@ from torch import nn
 
 from a3c.algo.distributions import ActionDist
 from a3c.algo.loss import LossTerms
-from a3c.algo.networks import ActorCritic
+from a3c.algo.networks import ActorCritic, TorchPolicy
 from a3c.algo.rollout import Segment, segment_batch, segment_targets
 
 # (weight transposed [in, out], bias [out]): numpy views of one nn.Linear's parameters.
@@ -291,3 +292,12 @@ class MlpGradient:
             return_var=float(ret.var()),
             residual_var=float(error.var()),
         )
+
+
+def make_policy(model: nn.Module, num_envs: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The fastest way ``model`` acts for ``num_envs`` envs at once, observations [B, ...] → policy outputs
+    [B, P] as numpy, no gradient: an MLP through its numpy twin (``NumpyMlp.policy_output``, ~8 µs a step),
+    any other model (conv nets, LSTMs) through torch (``TorchPolicy``, which carries a recurrent state)."""
+    if isinstance(model, ActorCritic):
+        return NumpyMlp(model).policy_output
+    return TorchPolicy(model, num_envs)

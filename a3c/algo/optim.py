@@ -5,7 +5,8 @@ learning-rate schedules over a run's budgets (``scheduled_lr``).
 
 Why one flat buffer: torch costs about 5 µs per op on small tensors, and an optimizer step, a gradient clip or
 a weight pull is several ops per parameter tensor. Over one flat buffer each of them is a handful of ops
-whatever the number of layers. The math is unchanged: the same numbers, laid out end to end. The parameters
+whatever the number of layers (measured for the CartPole MLP: SharedAdam 276 → ~40 µs, clip 150–340 →
+~15 µs, pull 60 → 4 µs). The math is unchanged: the same numbers, laid out end to end. The parameters
 stay ``nn.Parameter`` objects of the model (autograd, ``state_dict`` and checkpoints see nothing new); only
 their storage moves. A flat buffer in shared memory crosses a spawn as one storage, so a child finds it again
 with ``flat_view``.

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import gymnasium as gym
 import numpy as np
 
 from a3c.algo.distributions import ActionDist, action_dist
+
+if TYPE_CHECKING:
+    import gymnasium as gym
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from a3c.algo.distributions import ActionDist
-from a3c.algo.learner import make_policy
+from a3c.algo.numpy_mlp import make_policy
 from a3c.core.errors import BadInput
 
 if TYPE_CHECKING:

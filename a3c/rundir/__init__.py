@@ -4,5 +4,5 @@ writer (``lock``) and TensorBoard (``tensorboard``). Whole files are written to 
 into place.
 
 It may import ``a3c.core``, ``a3c.algo`` and ``a3c_envs``; never ``a3c.runtime``, ``a3c.backends`` or the
-front. No processes here.
+layers above them. No processes here.
 """

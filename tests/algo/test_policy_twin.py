@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from a3c.algo.learner import make_policy
 from a3c.algo.networks import ActorCritic
-from a3c.algo.numpy_mlp import NumpyMlp
+from a3c.algo.numpy_mlp import NumpyMlp, make_policy
 
 OBS_DIM, N_ACTIONS = 5, 3
 

@@ -207,8 +207,8 @@ def test_resume_imports_an_env_module_of_the_current_directory_only_when_trusted
         # Named by the caller, the module is imported.
         a3c.train("my_envs:Mine-v0", run_dir="run", serial=True, max_steps=200)
         forget()
-        # a3c_envs.EnvSetupError, the command's exit 2 too: a ValueError, as BadInput is
-        with pytest.raises(ValueError, match=r"^--resume: 'run': its env 'my_envs:Mine-v0' would import"):
+        # a3c_envs.EnvSetupError, the command's exit 2 too
+        with pytest.raises(a3c.BadInput, match=r"^--resume: 'run': its env 'my_envs:Mine-v0' would import"):
             a3c.resume("run", serial=True, max_steps=400)
         assert "my_envs" not in sys.modules
         resumed = a3c.resume("run", serial=True, max_steps=400, trust_env_module=True)

@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from a3c.core.errors import BadInput
 from a3c_envs import EnvSetupError, inspect_env, make_env, make_eval_vector_env, make_vector_env
 
 
@@ -23,7 +24,7 @@ def test_unknown_id_without_close_match_points_to_registry():
 
 
 def test_env_setup_error_is_bad_input():
-    assert issubclass(EnvSetupError, ValueError)
+    assert issubclass(EnvSetupError, BadInput)  # one line and exit 2, ``except a3c.BadInput`` in Python
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")

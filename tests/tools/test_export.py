@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from a3c.algo.distributions import action_dist
-from a3c.algo.learner import build_model, make_policy
+from a3c.algo.learner import build_model
+from a3c.algo.numpy_mlp import make_policy
 from a3c.core.config import Config
 from a3c.rundir.checkpoints import SavedPolicy, checkpoint_payload, load_policy, save_checkpoint
 from a3c_envs import inspect_env, make_vector_env

@@ -9,6 +9,6 @@ docs/ray.md has a table of what runs where); ``cluster`` (starting the run's clu
 one, and the rule that judges each), ``token_auth`` (whether a Ray server demands a token, asked of the
 server), ``listening`` (what a process tree listens on).
 
-The only package that imports ray; the front imports it only for ``--backend ray``. Like every backend it
-may import the layers below ``a3c.backends``, never the front.
+The only package that imports ray; ``a3c.training`` imports it only for ``--backend ray``. Like every
+backend it may import the layers below ``a3c.backends``, never those above.
 """
