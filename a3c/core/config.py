@@ -1,5 +1,5 @@
 """The resolved training config: a frozen dataclass with one help line per field, and how it is built.
-It is too long because each of its ~40 fields carries its documentation (help, option, choices) as data:
+It is long because each of its ~40 fields carries its documentation (help, option, choices) as data:
 the CLI and ``a3c config-keys`` are generated from it, so this is the one place they are written.
 
 Precedence, lowest first: the dataclass defaults, values derived from the env (target from its spec's
@@ -43,7 +43,7 @@ PRESET_ELSE = "the env's preset, else {}"
 @dataclass(frozen=True)
 class Config:
     """One run's settings, frozen; each field's ``metadata`` documents it and ``validate()`` checks them.
-    It is too long because of that metadata (see the module docstring): declarations, not logic."""
+    It is long because of that metadata (see the module docstring): declarations, not logic."""
 
     env_id: str = field(metadata={"help": "Gymnasium env id"})
     env_kwargs: dict[str, Any] = field(

@@ -14,7 +14,7 @@ Token authentication is Ray's own (docs/ray.md): the driver passes nothing; it r
 ``RAY_AUTH_TOKEN_PATH`` / ``RAY_AUTH_TOKEN`` from its environment like every Ray process. That says how the
 driver authenticates, not what a joined cluster demands: that is asked of its servers (token_auth.py).
 
-It is too long because it is one idea, a run's connection to its cluster: what ``ray.init`` would change
+It is long because it is one idea, a run's connection to its cluster: what ``ray.init`` would change
 (the loopback host, the caller's SIGTERM handler) and the rules, which read together.
 """
 
