@@ -47,8 +47,9 @@ pytestmark = pytest.mark.slow
 
 CAP_S = 600  # --max-seconds: a cap, never reached (each run is ended by the test or fails)
 # --hang-timeout of the runs whose actors the test stops (SIGSTOP): long beside a healthy actor's answers
-# (milliseconds apart), so that none is taken for hung on a loaded machine; the wait for it costs no CPU.
-HANG_TIMEOUT_S = 20.0
+# (milliseconds apart), so that none is taken for hung on a loaded machine, and short, as the healthy workers
+# of the run train on (a core each) until the driver finds the stopped one.
+HANG_TIMEOUT_S = 10.0
 EXIT_CAP_S = 120
 
 
