@@ -3,7 +3,6 @@ normalisation, checkpoint state, and the per-env reward scaler."""
 
 from __future__ import annotations
 
-import multiprocessing
 import re
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 import torch
 
 from a3c.algo.normalize import RewardScaler, RunningMeanStd, SharedObsStats
+from a3c.runtime.context import child_context
 
 LOC = np.array([1.0, -2.0, 50.0])
 SCALE = np.array([0.5, 2.0, 3.0])
@@ -83,7 +83,7 @@ def observe_in_child(stats: SharedObsStats, writer: int) -> None:
 
 @pytest.mark.slow  # spawns processes
 def test_shared_stats_merge_every_process_observations():
-    ctx = multiprocessing.get_context("spawn")
+    ctx = child_context()  # the trainer's: a fork of the forkserver, torch already imported
     stats = SharedObsStats((3,), writers=2)
     children = [ctx.Process(target=observe_in_child, args=(stats, writer)) for writer in range(2)]
     try:

@@ -234,16 +234,17 @@ def test_building_the_shared_state_does_not_import_torch_dynamo():
 def test_finite_check_sees_no_phantom_nan_while_a_worker_writes():
     # torch.isfinite on memory being written reports phantom NaNs (it reads each value twice); the trainer's
     # check reads a copy. Without the copy about half of these checks failed (measured).
-    import multiprocessing
-
     from a3c.algo.optim import non_finite_counts
+    from a3c.runtime.context import child_context
     from tests.support.counters_child import keep_adding
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(100, 100), nn.Linear(100, 100))  # 20k values: races are common
     flatten_parameters(model, shared=True)
     stop = StopSignal()
-    child = multiprocessing.get_context("spawn").Process(target=keep_adding, args=(model, stop))
+    # A fork of the session's forkserver (torch imported there once), as a worker is: a spawned child spent
+    # seconds importing torch while this process polled for its first write.
+    child = child_context().Process(target=keep_adding, args=(model, stop))
     child.start()
     try:
         before = flat_view(model).clone()

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from a3c.algo.optim import SharedAdam, assert_shared, flatten_parameters
+from a3c.runtime.context import child_context
 from a3c.runtime.counters import Counters, StopReason, StopSignal
 from tests.support import counters_child
 from tests.support.small_model import assert_params_close, make_model, step_with
@@ -57,7 +58,7 @@ def test_child_process_changes_are_seen_by_parent():
     flat = flatten_parameters(model, shared=True)  # as the trainer lays it out (build_shared)
     opt = SharedAdam([flat], lr=lr)
     assert_shared(model, opt)
-    ctx = torch.multiprocessing.get_context("spawn")
+    ctx = child_context()  # the trainer's: a fork of the forkserver, torch already imported
     counters = Counters(2)
     stop = StopSignal()
     # Make the parent's per-process numpy views exist: they must not travel to the child as copies.
