@@ -12,18 +12,7 @@ from a3c.algo.networks import ActorCritic
 from a3c.algo.numpy_mlp import MlpGradient
 from a3c.algo.optim import attach_flat_grad, flatten_parameters
 from a3c.algo.rollout import Segment
-
-
-def random_segment(rng, steps, num_envs, obs_dim, n_actions):
-    seg = Segment.allocate(steps, num_envs, obs_dim)
-    seg.obs[:] = rng.normal(size=seg.obs.shape)
-    seg.actions[:] = rng.integers(n_actions, size=seg.actions.shape)
-    seg.rewards[:] = rng.normal(size=seg.rewards.shape)
-    seg.terminated[:] = rng.random(seg.terminated.shape) < 0.1
-    seg.truncated[:] = ~seg.terminated & (rng.random(seg.truncated.shape) < 0.1)
-    seg.final_obs[:] = rng.normal(size=seg.final_obs.shape)
-    seg.next_obs[:] = rng.normal(size=seg.next_obs.shape)
-    return seg
+from tests.support.segments import random_segment
 
 
 def model_with_grad(seed, obs_dim, n_actions, hidden, shared_body):
@@ -50,7 +39,7 @@ def test_gradient_and_terms_match_autograd(
     shared_body, steps, num_envs, obs_dim, n_actions, hidden, entropy_coef
 ):
     rng = np.random.default_rng(steps * 100 + num_envs)
-    seg = random_segment(rng, steps, num_envs, obs_dim, n_actions)
+    seg = random_segment(rng, steps, num_envs, obs_dim, ActionDist(False, n_actions))
     assert_matches_autograd(seg, (0.97, 0.9, 0.5, entropy_coef), obs_dim, n_actions, hidden, shared_body)
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from a3c.algo.distributions import ActionDist
 from a3c.algo.numpy_mlp import MlpGradient
-from a3c.algo.rollout import Segment
 from tests.algo.test_mlp_grad import assert_matches_autograd, model_with_grad
+from tests.support.segments import random_segment
 
 DISTS = {
     "multi-discrete-equal": ActionDist(False, 9, nvec=(3, 3, 3)),
@@ -17,24 +17,6 @@ DISTS = {
     "multi-binary": ActionDist(False, 4, binary=True),
     "one-bit": ActionDist(False, 1, binary=True),
 }
-
-
-def random_actions(rng: np.random.Generator, dist: ActionDist, shape: tuple[int, int]) -> np.ndarray:
-    if dist.nvec:
-        return np.stack([rng.integers(n, size=shape) for n in dist.nvec], axis=-1)
-    return rng.integers(0, 2, size=(*shape, dist.n)).astype(np.int8)
-
-
-def random_segment(rng, steps, num_envs, obs_dim, dist: ActionDist) -> Segment:
-    seg = Segment.allocate(steps, num_envs, obs_dim, dist.action_shape[0], np.float32, dist.action_dtype)
-    seg.obs[:] = rng.normal(size=seg.obs.shape)
-    seg.actions[:] = random_actions(rng, dist, (steps, num_envs))
-    seg.rewards[:] = rng.normal(size=seg.rewards.shape)
-    seg.terminated[:] = rng.random(seg.terminated.shape) < 0.1
-    seg.truncated[:] = ~seg.terminated & (rng.random(seg.truncated.shape) < 0.1)
-    seg.final_obs[:] = rng.normal(size=seg.final_obs.shape)
-    seg.next_obs[:] = rng.normal(size=seg.next_obs.shape)
-    return seg
 
 
 @pytest.mark.parametrize("dist_name", list(DISTS))

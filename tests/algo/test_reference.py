@@ -19,8 +19,7 @@ from a3c.algo.reference import reference_update
 from a3c.algo.rollout import Segment
 from tests.algo.test_conv_model import SHAPE
 from tests.algo.test_mlp_grad import model_with_grad
-from tests.algo.test_mlp_grad import random_segment as categorical_segment
-from tests.algo.test_mlp_grad_multi import random_segment as factored_segment
+from tests.support.segments import random_segment
 
 HYPER = {"gamma": 0.97, "gae_lambda": 0.9, "value_coef": 0.5, "entropy_coef": 0.02}
 DISCRETE = {
@@ -50,12 +49,6 @@ def assert_terms(loss, terms):
         assert getattr(loss, name) == pytest.approx(terms[name], rel=1e-5, abs=1e-6), name
 
 
-def discrete_segment(rng, steps, num_envs, obs_dim, dist: ActionDist) -> Segment:
-    if dist.kind == "discrete":
-        return categorical_segment(rng, steps, num_envs, obs_dim, dist.n)
-    return factored_segment(rng, steps, num_envs, obs_dim, dist)
-
-
 def box_samples(rng, shape: tuple[int, ...]) -> np.ndarray:
     """Gaussian samples ``u`` [*shape, 2] as a segment stores them, some far out in tanh's tails."""
     return (2.0 * rng.normal(size=(*shape, 2))).astype(np.float32)
@@ -71,7 +64,7 @@ def test_both_gradient_paths_give_the_reference_gradient(
 ):
     dist, hyper = DISCRETE[dist_name], HYPER | {"gae_lambda": gae_lambda}
     rng = np.random.default_rng(steps + num_envs)
-    seg = discrete_segment(rng, steps, num_envs, 4, dist)
+    seg = random_segment(rng, steps, num_envs, 4, dist)
     assert seg.truncated.any() and seg.terminated.any()  # both kinds of episode end are in the segment
     model, grad = model_with_grad(2, 4, dist.n, (16, 16), shared_body)
     with torch.no_grad():
@@ -95,7 +88,7 @@ def test_both_gradient_paths_give_the_reference_gradient(
 @pytest.mark.parametrize("squash,mean_l2_coef", [("clip", 0.0), ("clip", 0.1), ("tanh", 0.0), ("tanh", 0.1)])
 def test_autograd_gives_the_reference_gradient_of_a_gaussian_mlp(squash, mean_l2_coef, state_std):
     rng = np.random.default_rng(7)
-    seg = categorical_segment(rng, 6, 4, 3, 2)
+    seg = random_segment(rng, 6, 4, 3, ActionDist(False, 2))
     seg.actions = box_samples(rng, (6, 4))
     assert seg.truncated.any() and seg.terminated.any()
     torch.manual_seed(3)
