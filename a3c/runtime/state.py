@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from a3c.algo.normalize import SharedObsStats
 from a3c.algo.optim import SharedOptimizer, assert_shared
 from a3c.core.config import Config
 from a3c.core.spaces import Spaces
+from a3c.core.user_code import CodeBook
 from a3c.rundir.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats
 from a3c.runtime.counters import Counters, Heartbeats, StopSignal
 
@@ -29,6 +30,8 @@ class SharedState:
     counters, stop, heartbeats: per-slot step/update counters, the stop signal, one heartbeat per child.
     obs_stats, reward_stats: shared observation / return statistics (one slot per worker), or None.
     config, spaces, run_dir, start_time: the run every child belongs to (wall_time counts from start_time).
+    code: the user's objects the config names that a child cannot import by name (``a3c.core.user_code``),
+    registered in each child as it unpickles this.
     """
 
     config: Config
@@ -42,6 +45,7 @@ class SharedState:
     heartbeats: Heartbeats
     obs_stats: SharedObsStats | None = None
     reward_stats: SharedObsStats | None = None
+    code: CodeBook = field(default_factory=CodeBook)
 
     def clock(self) -> tuple[int, int, float]:
         """The run so far, all workers: (updates, env steps, seconds of its wall time), a Learner's clock.

@@ -1,0 +1,154 @@
+"""The Python objects a user brings to a run (an env factory, a wrapper, a network builder): named in the run's
+config by a reference, ``"module:qualname"``, and sent to child processes by value where that name cannot be
+imported there (defined in ``__main__``, a notebook cell, a lambda or a local function), as Stable-Baselines3
+sends its subprocess envs' factories (cloudpickle, which gymnasium already depends on).
+
+A process knows the objects it was given or received in a registry of its own: ``register`` (the trainer,
+when the user passes an object), ``CodeBook`` (what a child unpickles: the objects sent by value, registered
+there as they arrive), and ``resolve`` (a reference: the registry, else an import of the module)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+from typing import Any
+
+from a3c.core.errors import BadInput
+
+# The objects this process was given or received, by reference.
+_REGISTRY: dict[str, Any] = {}
+
+# A reference: dotted module path, a colon, a dotted attribute path (a class, a function, a nested class).
+_REFERENCE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+# The modules a name in them cannot be imported by from another process.
+_SCRIPT_MODULES = ("__main__", "__mp_main__")
+
+# The file of a run dir holding its objects sent by value, for a later load in Python.
+CODE_FILE = "user_code.pkl"
+
+
+def is_reference(text: str) -> bool:
+    """Whether ``text`` reads as ``"pkg.module:name"`` (a gymnasium id such as ``"pkg.mod:Name-v0"`` does
+    not: ``-v0`` is no attribute name)."""
+    return _REFERENCE.fullmatch(text) is not None
+
+
+def _name_of(obj: Any) -> str:
+    """``"module:qualname"`` of a class or a function; of another callable (an instance, a partial), its
+    type's, followed by ``()``."""
+    if hasattr(obj, "__qualname__") and hasattr(obj, "__module__"):
+        return f"{obj.__module__}:{obj.__qualname__}"
+    kind = type(obj)
+    return f"{kind.__module__}:{kind.__qualname__}()"
+
+
+def _import(ref: str) -> Any:
+    """The object a reference names, imported (ImportError/AttributeError when it cannot be)."""
+    module, _, path = ref.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def importable(obj: Any) -> bool:
+    """Whether another process can import ``obj`` by its name (``_name_of``): a top-level class or function
+    of an importable module, not of ``__main__``."""
+    ref = _name_of(obj)
+    if not is_reference(ref) or ref.split(":")[0] in _SCRIPT_MODULES:
+        return False
+    try:
+        return _import(ref) is obj
+    except (ImportError, AttributeError):
+        return False
+
+
+def register(obj: Any, what: str) -> str:
+    """``obj``'s reference, and ``obj`` known by it in this process (``resolve``); ``what`` (the config field,
+    e.g. ``env_id``) names it in errors. Two objects of one name (two lambdas) get ``#2``, ``#3``, ..."""
+    if not callable(obj):
+        raise BadInput(f"{what}: {obj!r} is not allowed; expected a callable (a class or a function)")
+    base = ref = _name_of(obj)
+    count = 1
+    while ref in _REGISTRY and _REGISTRY[ref] is not obj:
+        count += 1
+        ref = f"{base}#{count}"
+    _REGISTRY[ref] = obj
+    return ref
+
+
+def resolve(ref: str, what: str) -> Any:
+    """The object ``ref`` names: the one registered in this process, else imported; BadInput in one line
+    naming ``what`` (a config field) when neither can be."""
+    if ref in _REGISTRY:
+        return _REGISTRY[ref]
+    module = ref.partition(":")[0]
+    if module in _SCRIPT_MODULES or "#" in ref or "<" in ref:
+        raise BadInput(
+            f"{what}: {ref!r} was defined in the script or notebook that started the run and is not known "
+            "here; pass the object itself again (Python), or define it in an importable module"
+        )
+    if not is_reference(ref):
+        raise BadInput(f"{what}: {ref!r} is not allowed; expected pkg.module:name of an importable callable")
+    try:
+        obj = _import(ref)
+    except (ImportError, AttributeError) as exc:
+        raise BadInput(
+            f"{what}: {ref!r} cannot be imported ({type(exc).__name__}: {exc}); expected pkg.module:name "
+            "of a callable importable here"
+        ) from None
+    if not callable(obj):
+        raise BadInput(f"{what}: {ref!r} is not allowed; it names a {type(obj).__name__}, not a callable")
+    return obj
+
+
+def by_value(refs: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """The registered objects among ``refs`` that another process could not import by name."""
+    return {r: _REGISTRY[r] for r in refs if r in _REGISTRY and not importable(_REGISTRY[r])}
+
+
+class CodeBook:
+    """Objects sent by value to child processes: pickled with cloudpickle (their code too), registered in the
+    receiving process as they are unpickled, so ``resolve`` finds them there.
+
+    Args:
+        objects: {reference: object}, e.g. ``by_value(...)`` of the references a config holds.
+    """
+
+    def __init__(self, objects: dict[str, Any] | None = None):
+        self.objects = dict(objects or {})
+
+    def __bool__(self) -> bool:
+        return bool(self.objects)
+
+    def __getstate__(self) -> dict[str, bytes]:
+        import cloudpickle
+
+        return {ref: cloudpickle.dumps(obj) for ref, obj in self.objects.items()}
+
+    def __setstate__(self, state: dict[str, bytes]) -> None:
+        import pickle
+
+        self.objects = {ref: pickle.loads(data) for ref, data in state.items()}
+        _REGISTRY.update(self.objects)
+
+    def save(self, run_dir: Path) -> None:
+        """Write the objects to ``run_dir/user_code.pkl`` (nothing when there are none), for a later
+        ``a3c.load``/``a3c.resume`` in Python."""
+        if self.objects:
+            import pickle
+
+            (run_dir / CODE_FILE).write_bytes(pickle.dumps(self))
+
+    @staticmethod
+    def load(run_dir: Path) -> CodeBook:
+        """The objects a run saved (``save``), registered in this process; an empty book when it saved none.
+        Unpickling runs their code: only for the Python API, on the user's own runs."""
+        import pickle
+
+        path = run_dir / CODE_FILE
+        if not path.is_file():
+            return CodeBook()
+        book = pickle.loads(path.read_bytes())
+        return book if isinstance(book, CodeBook) else CodeBook()
