@@ -1,7 +1,7 @@
 """The Python objects a user brings to a run (an env factory, a wrapper, a network builder): named in the
-run's config by a reference, ``"module:qualname"``, and sent to child processes by value where that name cannot be
-imported there (defined in ``__main__``, a notebook cell, a lambda or a local function), as Stable-Baselines3
-sends its subprocess envs' factories (cloudpickle, which gymnasium already depends on).
+run's config by a reference, ``"module:qualname"``, and sent to child processes by value where that name
+cannot be imported there (defined in ``__main__``, a notebook cell, a lambda or a local function), as
+Stable-Baselines3 sends its subprocess envs' factories (cloudpickle, which gymnasium already depends on).
 
 A process knows the objects it was given or received in a registry of its own: ``register`` (the trainer,
 when the user passes an object), ``CodeBook`` (what a child unpickles: the objects sent by value, registered
