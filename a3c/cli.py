@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+import a3c.core.posix  # noqa: F401 - first of a3c's: on Windows one line naming WSL, not fcntl's traceback
 from a3c.core.config import parse_kwargs
 from a3c.core.errors import BadInput
 from a3c.rundir.lock import refuse_if_held
