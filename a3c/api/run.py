@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from a3c.api.policy import Policy, load
+from a3c.core.extras import install_hint
 from a3c.rundir.lock import refuse_if_held
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class Run:
         try:
             import pandas as pd
         except ImportError:
-            raise ImportError("Run's tables need pandas: pip install 'a3c[analysis]'") from None
+            raise ImportError(f"Run's tables need pandas: {install_hint('analysis')}") from None
         try:
             return pd.read_csv(self.run_dir / name)
         except (FileNotFoundError, pd.errors.EmptyDataError):
