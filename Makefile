@@ -59,8 +59,9 @@ endif
 endif
 
 # EXTRA: what train and evaluate install besides the core and `analysis`; the env's extra unless given (e.g.
-# EXTRA=atari,video for --video on Pong). `analysis` (pandas, matplotlib: about 100 MB beside torch's 1-4 GB,
-# seconds to install) always: `a3c runs` and `a3c plot` are what a finished run says to try next.
+# EXTRA=atari,video for --video on Pong). `analysis` always: `a3c runs` and `a3c plot` are what a finished run
+# says to try next. It costs 195 MB and 70 s beside the core's 973 MB (docs/install.md); in the core it would
+# weigh on every pip install, Ray worker and export host that never plots.
 EXTRA ?= $(call env_extra,$(ENV))
 comma := ,
 RUN_SET := $(subst $() ,$(comma),$(sort analysis $(subst $(comma), ,$(EXTRA))))
