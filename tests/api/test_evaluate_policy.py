@@ -77,6 +77,10 @@ def test_discrete_observations_are_one_hot_encoded_as_make_env_gives_them():
     policy = frozen_lake_policy()
     returns, lengths = a3c.evaluate_policy(policy, gym.make("FrozenLake-v1"), 3, return_episode_rewards=True)
     assert len(returns) == len(lengths) == 3 and all(1 <= n <= 100 for n in lengths)
+    lakes = SyncVectorEnv([lambda: gym.make("FrozenLake-v1")] * 2)  # a batch of Discrete: [2] ints
+    returns, lengths = a3c.evaluate_policy(policy, lakes, 3, return_episode_rewards=True)
+    assert len(returns) == len(lengths) == 3 and all(1 <= n <= 100 for n in lengths)
+    lakes.close()
     with pytest.raises(
         BadInput, match=r"^env: observations Box\(.*\(4,\).* do not fit the policy, which takes "
     ):
