@@ -1,14 +1,32 @@
 # Two commands on a fresh machine: `make train ENV=CartPole-v1` and `make test` create .venv when missing and
 # install into it what they need, again when setup.cfg / pyproject.toml / constraints.txt changed. Each install
-# set has its own stamp, .venv/.installed-<set>: `core` (pip install -e . -c constraints.txt) or one extra of
-# setup.cfg (pip install -e '.[<extra>]', the core included) for train and evaluate; `dev` (every extra and the
-# test tools) for test, lint and bench. A fresh dev stamp stands for every set: train then installs nothing.
+# set has its own stamp, .venv/.installed-<set>: for train and evaluate the `analysis` extra (for `a3c runs` and
+# `a3c plot`) and the env's (pip install -e '.[analysis,<extra>]', the core included); `dev` (every extra and
+# the test tools) for test, lint and bench. A fresh dev stamp stands for every set: train then installs nothing.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INPUTS := setup.py setup.cfg pyproject.toml constraints.txt
 DEV_STAMP := $(VENV)/.installed-dev
+
+# Python >= 3.11 (setup.cfg's python_requires), checked before anything is made: one line naming the fix
+# instead of pip's refusal after the venv exists. A .venv made by an older Python (a first try with the
+# system's 3.10) or whose python no longer runs is made again, with $(PYTHON), from nothing (--clear).
+# python_check: "True 3.11.7" (new enough, its version), "False 3.10.12", or nothing when it does not run.
+python_check = $(shell $(1) -c 'import sys; print(sys.version_info >= (3, 11), "%d.%d.%d" % sys.version_info[:3])' \
+	2>/dev/null)
+ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),install)),)
+ifneq ($(firstword $(call python_check,$(BIN)/python)),True)
+PYTHON_FOUND := $(call python_check,$(PYTHON))
+ifneq ($(firstword $(PYTHON_FOUND)),True)
+$(error $(PYTHON) $(if $(PYTHON_FOUND),is Python $(lastword $(PYTHON_FOUND)),does not run); this project needs \
+	Python >= 3.11: run make again with PYTHON=python3.11 (or another python >= 3.11), e.g. \
+	make $(firstword $(MAKECMDGOALS) train) PYTHON=python3.11)
+endif
+VENV_REMAKE := $(if $(wildcard $(VENV)),FORCE)
+endif
+endif
 
 ENV ?= CartPole-v1
 SEED ?= 0
@@ -40,26 +58,34 @@ ENV := $(shell $(PYTHON) -c 'import json, pathlib, sys; p = pathlib.Path(sys.arg
 endif
 endif
 
-# EXTRA: what train and evaluate install besides the core; the env's extra unless given (e.g.
-# EXTRA=atari,video for --video on Pong). Empty: the core only.
+# EXTRA: what train and evaluate install besides the core and `analysis`; the env's extra unless given (e.g.
+# EXTRA=atari,video for --video on Pong). `analysis` always: `a3c runs` and `a3c plot` are what a finished run
+# says to try next. It costs 195 MB and 70 s beside the core's 973 MB (docs/install.md); in the core it would
+# weigh on every pip install, Ray worker and export host that never plots.
 EXTRA ?= $(call env_extra,$(ENV))
-# The dev stamp when it is fresh (as make would judge it), else the stamp of the core plus EXTRA.
-DEV_FRESH := $(shell test -f $(DEV_STAMP) $(foreach f,$(INPUTS),&& ! test $(f) -nt $(DEV_STAMP)) && echo yes)
-RUN_STAMP := $(if $(DEV_FRESH),$(DEV_STAMP),$(VENV)/.installed-$(or $(strip $(EXTRA)),core))
+comma := ,
+RUN_SET := $(subst $() ,$(comma),$(sort analysis $(subst $(comma), ,$(EXTRA))))
+# The dev stamp when it is fresh (as make would judge it), else the stamp of the core plus RUN_SET.
+DEV_FRESH := $(if $(VENV_REMAKE),,$(shell test -f $(DEV_STAMP) $(foreach f,$(INPUTS),&& ! test $(f) -nt \
+	$(DEV_STAMP)) && echo yes))
+RUN_STAMP := $(if $(DEV_FRESH),$(DEV_STAMP),$(VENV)/.installed-$(RUN_SET))
 
-.PHONY: train evaluate test test-fast test-learning test-faults lint clean install notebook bench bench-suite bench-atari \
+.PHONY: FORCE train evaluate test test-fast test-learning test-faults lint clean install notebook bench bench-suite bench-atari \
 	bench-ray
 
 # Everything (dev), as CI installs it.
 install: $(DEV_STAMP)
 
-# One install set: `core` is the project alone, any other name the extra(s) of setup.cfg with it.
-$(VENV)/.installed-%: $(INPUTS) | $(BIN)/python
+# One install set: `core` is the project alone, any other name the extra(s) of setup.cfg with it. FORCE: the
+# venv is made again (VENV_REMAKE), and every set with it.
+$(VENV)/.installed-%: $(INPUTS) $(VENV_REMAKE) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.$(if $(filter core,$*),,[$*])' -c constraints.txt
 	@touch $@
 
-$(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
+$(BIN)/python: $(VENV_REMAKE)
+	$(PYTHON) -m venv --clear $(VENV)
+
+FORCE:
 
 # Train on ENV with the core and ENV's extra installed.
 train: $(RUN_STAMP)

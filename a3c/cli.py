@@ -13,8 +13,10 @@ from typing import Any
 
 import click
 
+import a3c.core.posix  # noqa: F401 - first of a3c's: on Windows one line naming WSL, not fcntl's traceback
 from a3c.core.config import parse_kwargs
 from a3c.core.errors import BadInput
+from a3c.core.extras import install_hint
 from a3c.rundir.lock import refuse_if_held
 from a3c.tools.bench.command import bench
 from a3c.tools.export import export_command
@@ -200,7 +202,7 @@ def envs(as_json: bool) -> None:
     for p in presets:
         target = "-" if p.target_return is None else f"{p.target_return:g}"
         extra = p.extra or "-"
-        installed = "yes" if p.installed else f"no: pip install -e '.[{p.extra}]'"
+        installed = "yes" if p.installed else f"no: {install_hint(p.extra)}"
         click.echo(f"{p.env_id:<28} {target:>8}  {extra:<8} {installed}")
 
 

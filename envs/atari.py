@@ -32,6 +32,8 @@ from gymnasium.wrappers import (
     TransformReward,
 )
 
+from a3c.core.extras import install_hint
+
 ATARI_NAMESPACE = "ALE/"
 # ale-py's legacy ids, e.g. "PongNoFrameskip-v4": the literature's setting (no sticky actions, as DQN, A3C and
 # baselines/SB3 curves were measured), with the same preprocessing and presets as the game's v5 id.
@@ -238,7 +240,7 @@ def make_atari(env_id: str, training: bool, frame_stack: int = 1, **kwargs: Any)
         raise ValueError(f"make_atari: frame_stack must be >= 1, not {frame_stack}")
     if not register_atari():
         raise ModuleNotFoundError(
-            f"{env_id!r} needs ale_py, which is not installed: pip install -e '.[atari]'", name="ale_py"
+            f"{env_id!r} needs ale_py, which is not installed: {install_hint('atari')}", name="ale_py"
         )
     # The base env's own observation is thrown away (AtariPreprocessing reads the screen itself); grayscale
     # is the cheapest one AtariPreprocessing takes (no RGB frame per emulator frame). Videos render RGB.

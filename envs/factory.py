@@ -12,6 +12,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from a3c.core.extras import install_hint
 from a3c.core.spaces import Spaces
 from a3c_envs.atari import is_atari, make_atari, register_atari
 from a3c_envs.atari_vector import NativeAtariVectorEnv, native_unsupported
@@ -141,7 +142,7 @@ _EXTRAS = {"ale_py": "atari", "cv2": "atari", "mujoco": "mujoco", "Box2D": "box2
 
 def _extra_hint(module: str | None) -> str:
     extra = _EXTRAS.get((module or "").split(".")[0])
-    return f"; install it with pip install -e '.[{extra}]'" if extra else ""
+    return f"; install it with {install_hint(extra)}" if extra else ""
 
 
 def inspect_env(env_id: str, *, frame_stack: int = 1, env_kwargs: dict[str, Any] | None = None) -> EnvInfo:

@@ -1,6 +1,8 @@
-"""The Makefile installs what a target needs and no more: `make train ENV=<id>` the core plus the one extra of
-the env's family (the same as envs/presets.py's env_extra says), test/lint/bench the dev set, each set under
-its own stamp. Dry runs only (``make -n``, a venv folder under tmp_path): nothing is installed."""
+"""The Makefile installs what a target needs and no more: `make train ENV=<id>` the core, `analysis` and
+the one extra of the env's family (the same as envs/presets.py's env_extra says), test/lint/bench the dev
+set, each set under its own stamp; it needs Python >= 3.11 and makes a venv of an older one again. Dry
+runs only (``make -n``, a venv folder under tmp_path, this test's own python unless a fake one is named):
+nothing is installed."""
 
 from __future__ import annotations
 
@@ -27,12 +29,24 @@ MAKE_VARIABLES = {"ENV", "EXTRA", "RUN", "PYTHON", "VENV", "MAKEFLAGS", "MAKELEV
 PIP_LINE = re.compile(r"-m pip install --quiet -e '([^']*)' -c constraints\.txt$")
 
 
-def dry_run(venv: Path, *args: str) -> list[str]:
-    """The commands ``make -n`` would run in the repo with VENV=``venv``, one per line."""
+def make_dry(venv: Path, *args: str) -> subprocess.CompletedProcess:
+    """``make -n`` in the repo with VENV=``venv`` and PYTHON= this test's python unless ``args`` name one (a
+    pyenv shim's python3 costs 0.4 s a call)."""
     env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
-    done = subprocess.run(
-        ["make", "-n", f"VENV={venv}", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=30
+    python = [] if any(a.startswith("PYTHON=") for a in args) else [f"PYTHON={sys.executable}"]
+    return subprocess.run(
+        ["make", "-n", f"VENV={venv}", *python, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
+
+
+def dry_run(venv: Path, *args: str) -> list[str]:
+    """The commands ``make -n`` would run (``make_dry``), one per line."""
+    done = make_dry(venv, *args)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -43,27 +57,31 @@ def installs(venv: Path, *args: str) -> list[str]:
 
 
 def spec_of(extra: str | None) -> str:
-    return "." if extra is None else f".[{extra}]"
+    """What ``make train`` installs for an env of ``extra``: analysis always, the env's extra beside it."""
+    return ".[analysis]" if extra is None else f".[analysis,{extra}]"
 
 
 @pytest.mark.parametrize(
     ("env_id", "expected"),
     [
-        ("CartPole-v1", "."),
-        ("ALE/Pong-v5", ".[atari]"),
-        ("PongNoFrameskip-v4", ".[atari]"),
-        ("BreakoutDeterministic-v4", ".[atari]"),  # the Makefile's own rule: env_extra has no such ids
-        ("HalfCheetah-v5", ".[mujoco]"),
-        ("Humanoid-v4", ".[mujoco]"),
-        ("LunarLander-v3", ".[box2d]"),
-        ("CarRacing-v3", ".[box2d]"),
-        ("Pendulum-v1", "."),  # not InvertedPendulum
+        ("CartPole-v1", ".[analysis]"),
+        ("ALE/Pong-v5", ".[analysis,atari]"),
+        ("PongNoFrameskip-v4", ".[analysis,atari]"),
+        (
+            "BreakoutDeterministic-v4",
+            ".[analysis,atari]",
+        ),  # the Makefile's own rule: env_extra has no such ids
+        ("HalfCheetah-v5", ".[analysis,mujoco]"),
+        ("Humanoid-v4", ".[analysis,mujoco]"),
+        ("LunarLander-v3", ".[analysis,box2d]"),
+        ("CarRacing-v3", ".[analysis,box2d]"),
+        ("Pendulum-v1", ".[analysis]"),  # not InvertedPendulum
     ],
 )
-def test_train_installs_the_core_and_the_envs_extra_only(tmp_path, env_id, expected):
+def test_train_installs_the_core_analysis_and_the_envs_extra_only(tmp_path, env_id, expected):
     venv = tmp_path / "venv"
     lines = dry_run(venv, "train", f"ENV={env_id}")
-    assert f"python3 -m venv {venv}" in lines  # a missing venv is created
+    assert f"{sys.executable} -m venv --clear {venv}" in lines  # a missing venv is created
     assert installs(venv, "train", f"ENV={env_id}") == [expected]
 
 
@@ -105,24 +123,25 @@ def test_the_dev_targets_install_dev(tmp_path, target):
 
 
 def make_venv(tmp_path: Path, *stamps: str) -> Path:
-    """A venv folder with a python and fresh stamps (newer than setup.cfg and the other inputs)."""
+    """A venv folder with a python (this test's) and fresh stamps (newer than setup.cfg and the other
+    inputs)."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").touch()
+    (venv / "bin" / "python").symlink_to(sys.executable)
     for name in stamps:
         (venv / f".installed-{name}").touch()
     return venv
 
 
 def test_a_fresh_stamp_installs_nothing_until_setup_cfg_changes(tmp_path):
-    venv = make_venv(tmp_path, "core", "atari")
+    venv = make_venv(tmp_path, "analysis", "analysis,atari")
     assert installs(venv, "train", "ENV=CartPole-v1") == []
     assert installs(venv, "train", "ENV=ALE/Pong-v5") == []
-    assert installs(venv, "train", "ENV=HalfCheetah-v5") == [".[mujoco]"]
-    assert installs(venv, "-W", "setup.cfg", "train", "ENV=ALE/Pong-v5") == [".[atari]"]
+    assert installs(venv, "train", "ENV=HalfCheetah-v5") == [".[analysis,mujoco]"]
+    assert installs(venv, "-W", "setup.cfg", "train", "ENV=ALE/Pong-v5") == [".[analysis,atari]"]
     old = time.time() - 10 * 365 * 86400
-    os.utime(venv / ".installed-core", (old, old))  # older than setup.cfg: as after a change to it
-    assert installs(venv, "train", "ENV=CartPole-v1") == ["."]
+    os.utime(venv / ".installed-analysis", (old, old))  # older than setup.cfg: as after a change to it
+    assert installs(venv, "train", "ENV=CartPole-v1") == [".[analysis]"]
 
 
 def test_a_fresh_dev_install_stands_for_every_extra(tmp_path):
@@ -132,7 +151,7 @@ def test_a_fresh_dev_install_stands_for_every_extra(tmp_path):
     assert installs(venv, "test") == []
     old = time.time() - 10 * 365 * 86400
     os.utime(venv / ".installed-dev", (old, old))  # stale: train installs its own set, not dev
-    assert installs(venv, "train", "ENV=ALE/Pong-v5") == [".[atari]"]
+    assert installs(venv, "train", "ENV=ALE/Pong-v5") == [".[analysis,atari]"]
 
 
 def test_evaluate_installs_the_extra_of_the_runs_env(tmp_path):
@@ -141,7 +160,59 @@ def test_evaluate_installs_the_extra_of_the_runs_env(tmp_path):
     (run / "config.json").write_text(json.dumps({"env_id": "ALE/Pong-v5", "seed": 0}))
     venv = tmp_path / "venv"
     python = f"PYTHON={sys.executable}"  # reads config.json as python3 would, without a pyenv shim's 0.4 s
-    assert installs(venv, "evaluate", python, f"RUN={run}") == [".[atari]"]
-    assert installs(venv, "evaluate", python, f"RUN={run / 'checkpoints' / 'best.pt'}") == [".[atari]"]
-    assert installs(venv, "evaluate", python, f"RUN={run}", "ENV=HalfCheetah-v5") == [".[mujoco]"]
-    assert installs(venv, "evaluate", python, f"RUN={tmp_path / 'elsewhere'}") == ["."]
+    assert installs(venv, "evaluate", python, f"RUN={run}") == [".[analysis,atari]"]
+    assert installs(venv, "evaluate", python, f"RUN={run / 'checkpoints' / 'best.pt'}") == [
+        ".[analysis,atari]"
+    ]
+    assert installs(venv, "evaluate", python, f"RUN={run}", "ENV=HalfCheetah-v5") == [".[analysis,mujoco]"]
+    assert installs(venv, "evaluate", python, f"RUN={tmp_path / 'elsewhere'}") == [".[analysis]"]
+
+
+def fake_python(path: Path, version: str) -> Path:
+    """An executable at ``path`` that answers the Makefile's version check as Python ``version`` would."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new_enough = tuple(map(int, version.split(".")[:2])) >= (3, 11)
+    path.write_text(f"#!/bin/sh\necho {new_enough} {version}\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("target", ["train", "test", "evaluate"])
+def test_an_old_python_stops_make_with_one_line_naming_the_fix(tmp_path, target):
+    old = fake_python(tmp_path / "python3.10", "3.10.12")
+    done = make_dry(tmp_path / "venv", target, f"PYTHON={old}", f"RUN={tmp_path}")
+    assert done.returncode == 2 and done.stdout == ""
+    assert (
+        done.stderr.count("\n") == 1
+        and f"{old} is Python 3.10.12; this project needs Python >= 3.11" in done.stderr
+    )
+    fix = "run make again with PYTHON=python3.11 (or another python >= 3.11), e.g. make"
+    assert f"{fix} {target} PYTHON=python3.11" in done.stderr
+    missing = make_dry(tmp_path / "venv", target, f"PYTHON={tmp_path / 'none'}", f"RUN={tmp_path}")
+    assert (
+        missing.returncode == 2 and f"{tmp_path / 'none'} does not run; this project needs" in missing.stderr
+    )
+    assert not (tmp_path / "venv").exists()
+
+
+def test_clean_needs_no_python(tmp_path):
+    assert make_dry(tmp_path / "venv", "clean", f"PYTHON={tmp_path / 'none'}").returncode == 0
+
+
+def test_a_good_venv_is_used_whatever_python_is(tmp_path):
+    venv = make_venv(tmp_path, "analysis")
+    old = fake_python(tmp_path / "python3.10", "3.10.12")
+    assert dry_run(venv, "train", f"PYTHON={old}") == [f"{venv}/bin/a3c train --env CartPole-v1 --seed 0  "]
+
+
+def test_a_venv_of_an_older_python_is_made_again_with_every_set(tmp_path):
+    venv = make_venv(tmp_path, "analysis", "dev")  # as after a first try whose pip refused python 3.10
+    (venv / "bin" / "python").unlink()
+    fake_python(venv / "bin" / "python", "3.10.12")
+    lines = dry_run(venv, "train", f"PYTHON={sys.executable}")
+    assert lines[0] == f"{sys.executable} -m venv --clear {venv}"
+    assert installs(venv, "train", f"PYTHON={sys.executable}") == [".[analysis]"]  # its stamps go with it
+    assert installs(venv, "test", f"PYTHON={sys.executable}") == [".[dev]"]
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").symlink_to(tmp_path / "gone")  # a venv whose python was removed
+    assert dry_run(venv, "train")[0] == f"{sys.executable} -m venv --clear {venv}"

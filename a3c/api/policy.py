@@ -19,20 +19,27 @@ if TYPE_CHECKING:
     from a3c.rundir.checkpoints import SavedPolicy
 
 
+# An LSTM's state as ``predict`` takes and returns it: (h, c), each [B, H] float32; None for other models.
+RecurrentState = tuple[np.ndarray, np.ndarray]
+
+
 class Policy:
-    """The greedy policy of a checkpoint: its model, config and observation statistics.
+    """The policy of a checkpoint: its model, config and observation statistics.
 
     ``predict`` takes observations as ``make_env()``'s env returns them (Atari: its preprocessed frames; a
-    Discrete observation: one-hot) and applies the run's observation normalisation itself. A recurrent
-    model (an LSTM) keeps its state between ``predict`` calls, per batch size; ``reset()`` forgets it (call
-    it at the start of each episode).
+    Discrete observation: one-hot) and applies the run's observation normalisation itself. It plays the
+    most likely action (``deterministic=True``, the default) or draws one from the policy with the
+    policy's own generator (``a3c.load(path, seed=...)``, ``seed(n)``). A recurrent model (an LSTM) keeps
+    its state between ``predict(obs)`` calls, per batch size, until ``reset()``; or the caller carries it:
+    ``action, state = predict(obs, state=state, episode_start=starts)``, as Stable-Baselines3's.
     """
 
-    def __init__(self, saved: SavedPolicy):
+    def __init__(self, saved: SavedPolicy, seed: int | None = None):
         self.saved = saved
         self.spaces = saved.spaces
         self._dist = ActionDist.of_spaces(saved.spaces, saved.config.squash)
         self._acting: dict[int, Any] = {}  # batch size → the model's acting function (recurrent state)
+        self._rng = np.random.default_rng(seed)
 
     @property
     def config(self) -> Config:
@@ -44,6 +51,16 @@ class Policy:
         """The checkpoint file."""
         return self.saved.path
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether the model carries a state between steps (an LSTM)."""
+        return bool(getattr(self.saved.model, "recurrent", False))
+
+    def seed(self, seed: int | None) -> None:
+        """Restart the generator that ``predict(..., deterministic=False)`` draws actions with (None: from
+        fresh OS entropy)."""
+        self._rng = np.random.default_rng(seed)
+
     def make_env(self, **kwargs: Any) -> gym.Env:
         """One env as the evaluator makes it (the run's ``env_kwargs`` and frame stacking, no training
         wrappers); ``kwargs`` go to ``gymnasium.make`` too, e.g. ``render_mode="rgb_array"``."""
@@ -52,9 +69,38 @@ class Policy:
         config = self.saved.config
         return make_env(config.env_id, frame_stack=config.frame_stack, **{**config.env_kwargs, **kwargs})
 
-    def predict(self, obs: Any) -> np.ndarray:
-        """The greedy action for one observation (shape ``obs_shape``: one action) or a batch
-        ([B, *obs_shape]: B actions), as the env's ``step`` takes it."""
+    def predict(
+        self,
+        obs: Any,
+        state: RecurrentState | None = None,
+        episode_start: Any = None,
+        deterministic: bool = True,
+    ) -> Any:
+        """The action for one observation (shape ``obs_shape``: one action) or a batch ([B, *obs_shape]: B
+        actions), as the env's ``step`` takes it: the most likely one (``deterministic``), else a draw.
+
+        ``predict(obs)`` returns the action(s); an LSTM's state is kept here, per batch size, until
+        ``reset()``. Given ``state`` or ``episode_start`` (the explicit form, as Stable-Baselines3's), it
+        returns ``(action, state)`` and keeps nothing: ``state`` is what the last call returned (None: a
+        zero state), ``episode_start`` [B] bool marks the envs whose episode starts with this observation
+        (their state is zeroed first). The state is (h, c), [B, H] float32 each, or None for a model
+        without one.
+        """
+        x, single = self._batch(obs)
+        explicit = state is not None or episode_start is not None
+        if explicit and self.recurrent:
+            out, next_state = self._recurrent_step(x, state, episode_start)
+        else:
+            act = self._acting.get(len(x))
+            if act is None:
+                act = self._acting[len(x)] = make_policy(self.saved.model, len(x))
+            out, next_state = act(x), None
+        actions = self._dist.greedy(out) if deterministic else self._draw(out)
+        action = actions[0] if single else actions
+        return (action, next_state) if explicit else action
+
+    def _batch(self, obs: Any) -> tuple[np.ndarray, bool]:
+        """``obs`` as a normalised batch [B, *obs_shape], and whether it was one observation."""
         shape = tuple(self.spaces.obs_shape)
         x = np.asarray(obs, dtype=np.uint8 if self.spaces.image else np.float32)
         single = x.shape == shape
@@ -67,11 +113,43 @@ class Policy:
             )
         if self.saved.obs_stats is not None:
             x = self.saved.obs_stats.normalize(x)
-        act = self._acting.get(len(x))
-        if act is None:
-            act = self._acting[len(x)] = make_policy(self.saved.model, len(x))
-        actions = self._dist.greedy(act(x))
-        return actions[0] if single else actions
+        return x, single
+
+    def _draw(self, out: np.ndarray) -> np.ndarray:
+        """Actions drawn from the policies ``out`` [B, P] with this policy's generator, as the env takes
+        them (Box: the Gaussian's sample clipped or squashed into the bounds)."""
+        noise = self._dist.noise(self._rng, (len(out),))
+        return self._dist.env_action(self._dist.sample(np.array(out, np.float32), noise))
+
+    def _recurrent_step(
+        self, x: np.ndarray, state: RecurrentState | None, episode_start: Any
+    ) -> tuple[np.ndarray, RecurrentState]:
+        """One step of the LSTM for the batch ``x`` [B, ...] from the caller's ``state``: (policy output
+        [B, P], the next state)."""
+        import torch
+
+        model, batch = self.saved.model, len(x)
+        size = model.lstm.hidden_size
+        given = state is not None
+        parts = [torch.as_tensor(np.asarray(s)) for s in state] if given else model.initial_state(batch)
+        if [tuple(s.shape) for s in parts] != [(batch, size)] * 2:
+            shapes = ", ".join(str(tuple(s.shape)) for s in parts)
+            raise BadInput(
+                f"state: shapes {shapes} are not allowed; expected (h, c) of [{batch}, {size}] each, as "
+                "predict returned it (or None)"
+            )
+        h, c = parts
+        if episode_start is not None:
+            starts = np.asarray(episode_start, dtype=bool).reshape(-1)
+            if starts.shape != (batch,):
+                raise BadInput(
+                    f"episode_start: shape {np.shape(episode_start)} is not allowed; expected [{batch}] bools"
+                )
+            keep = torch.from_numpy(~starts).float().unsqueeze(1)
+            h, c = h.float() * keep, c.float() * keep
+        with torch.no_grad():
+            out, _, (h, c) = model.step(torch.from_numpy(x), (h.float(), c.float()))
+        return out.numpy(), (h.numpy(), c.numpy())
 
     def reset(self) -> None:
         """Forget a recurrent model's state (a new episode starts)."""
@@ -88,10 +166,11 @@ class Policy:
         return f"Policy({self.saved.config.env_id!r}, {str(self.saved.path)!r})"
 
 
-def load(path: str | Path, *, trust_env_module: bool = False) -> Policy:
+def load(path: str | Path, *, seed: int | None = None, trust_env_module: bool = False) -> Policy:
     """The policy of a checkpoint, or of a run dir (its checkpoints/best.pt); a missing, broken or foreign
-    file is BadInput with the message ``a3c evaluate`` prints. ``trust_env_module``: import the module of
-    the saved env id even from the current directory (``--trust-env-module``)."""
+    file is BadInput with the message ``a3c evaluate`` prints. ``seed``: of the generator that
+    ``predict(..., deterministic=False)`` draws with (None: fresh OS entropy). ``trust_env_module``: import
+    the module of the saved env id even from the current directory (``--trust-env-module``)."""
     from a3c.rundir.checkpoints import load_policy
 
-    return Policy(load_policy(Path(path), trust_env_module))
+    return Policy(load_policy(Path(path), trust_env_module), seed)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from a3c.api.policy import Policy, load
+from a3c.core.extras import install_hint
 from a3c.rundir.lock import refuse_if_held
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class Run:
         try:
             import pandas as pd
         except ImportError:
-            raise ImportError("Run's tables need pandas: pip install 'a3c[analysis]'") from None
+            raise ImportError(f"Run's tables need pandas: {install_hint('analysis')}") from None
         try:
             return pd.read_csv(self.run_dir / name)
         except (FileNotFoundError, pd.errors.EmptyDataError):
@@ -90,7 +91,7 @@ def train(
     preset: bool = True,
     force: bool = False,
     serial: bool = False,
-    progress: bool = False,
+    progress: bool | None = None,
     **config: Any,
 ) -> Run:
     """Train as ``a3c train`` does (the same processes and run dir) and return the run when it ends.
@@ -101,7 +102,9 @@ def train(
             earlier run there.
         config_file: a TOML file of config values (``--config``).
         preset: False ignores the env's preset (``--no-preset``).
-        serial: one worker in this process (``--serial``); ``progress``: the live line on stderr.
+        serial: one worker in this process (``--serial``).
+        progress: the live progress line on stdout; None (default): on where it can show live, a terminal or a
+            Jupyter notebook (``a3c.training.progress.can_show_live``), off elsewhere (a log file).
         **config: config fields (``a3c config-keys``), e.g. ``lr=3e-4``, ``max_seconds=60``,
             ``env_kwargs={"continuous": True}``; they win over everything else, like ``--set``.
 
@@ -122,7 +125,7 @@ def resume(
     run_dir: str | Path,
     *,
     serial: bool = False,
-    progress: bool = False,
+    progress: bool | None = None,
     trust_env_module: bool = False,
     **config: Any,
 ) -> Run:
@@ -134,10 +137,15 @@ def resume(
 
 
 def _train(
-    env_id: str | None, options: dict[str, Any], config: dict[str, Any], where: dict[str, Any], progress: bool
+    env_id: str | None,
+    options: dict[str, Any],
+    config: dict[str, Any],
+    where: dict[str, Any],
+    progress: bool | None,
 ) -> Run:
     """``train``'s and ``resume``'s run; ``where``: ``train_setup``'s run_dir, force, resume and serial."""
     from a3c.training.options import train_setup
+    from a3c.training.progress import can_show_live
 
     resume, run_dir, serial = where["resume"], where["run_dir"], where["serial"]
     if resume is not None or (where["force"] and run_dir is not None):
@@ -159,7 +167,7 @@ def _train(
             setup.run_dir,
             serial=serial,
             force=where["force"],
-            show_progress=progress,
+            show_progress=can_show_live() if progress is None else progress,
             resume=setup.checkpoint,
         )
         run = Run(setup.run_dir, trainer.run())

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from a3c.core.errors import BadInput
+from a3c.core.extras import install_hint
 from a3c.core.records import EpisodeRecord, EvalRecord, MetricsRecord
 
 METRIC_TAGS = {
@@ -66,7 +67,7 @@ def check_available() -> None:
         import tensorboard  # noqa: F401
     except ImportError:
         raise BadInput(
-            "--tensorboard: the tensorboard package is not installed; pip install 'a3c[tensorboard]'"
+            f"--tensorboard: the tensorboard package is not installed; {install_hint('tensorboard')}"
         ) from None
 
 

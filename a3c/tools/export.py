@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import click
 
 from a3c.core.errors import BadInput
+from a3c.core.extras import install_hint
 from a3c_envs.modules import TRUST_FLAG, TRUST_HELP
 
 if TYPE_CHECKING:  # torch and the checkpoint code load only when a command runs: `a3c --help` stays quick
@@ -32,7 +33,7 @@ FORMATS = ("onnx", "torchscript")
 # The format an output's suffix implies when --format is not given; any other suffix: ONNX.
 SUFFIX_FORMATS = {".onnx": "onnx", ".pt": "torchscript", ".pth": "torchscript", ".ts": "torchscript"}
 ONNX_OPSET = 17
-EXTRA_HINT = "install the extra: pip install -e '.[export]'"
+EXTRA_HINT = f"install the extra: {install_hint('export')}"
 
 
 @dataclass(frozen=True)

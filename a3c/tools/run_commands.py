@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from a3c.core.errors import BadInput
+from a3c.core.extras import install_hint
 
 
 def _analysis(plotting: bool = False):
@@ -20,7 +21,7 @@ def _analysis(plotting: bool = False):
             import matplotlib  # noqa: F401
     except ImportError as exc:
         missing = exc.name or ("matplotlib" if plotting else "pandas")  # None when a package is broken
-        raise BadInput(f"{missing} is not installed; pip install 'a3c[analysis]'") from None
+        raise BadInput(f"{missing} is not installed; {install_hint('analysis')}") from None
     return analysis
 
 

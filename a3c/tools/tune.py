@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import click
 
 from a3c.core.errors import BadInput
+from a3c.core.extras import install_hint
 from a3c.core.secrets import mask_secrets
 from a3c.tools.tune_report import STUDY_NAME, best_trial, trials_table, write_best_preset
 from a3c.tools.tune_space import Param, TrialSpec, parse_space
@@ -85,7 +86,7 @@ def tune(
     try:
         import optuna
     except ImportError:
-        raise BadInput("tune: needs optuna; install the extra: pip install -e '.[tune]'") from None
+        raise BadInput(f"tune: needs optuna; install the extra: {install_hint('tune')}") from None
     run = TrialSpec(**spec)
     if trials < 1:
         raise BadInput(f"--trials: {trials} is not allowed; expected an integer >= 1")

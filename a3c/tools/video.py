@@ -22,6 +22,7 @@ import gymnasium as gym
 from gymnasium.wrappers import RecordVideo
 
 from a3c.core.errors import BadInput
+from a3c.core.extras import install_hint
 from a3c_envs import EnvSetupError, make_env
 from a3c_envs.atari import FRAME_SKIP, is_atari
 from a3c_envs.episodes import eval_step_limit
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from a3c.core.config import Config
     from a3c.rundir.checkpoints import SavedPolicy
 
-INSTALL = "pip install -e '.[video]'"
+INSTALL = install_hint("video")
 DEFAULT_SEED = 12345  # `a3c evaluate`'s default --seed: `a3c evaluate RUN --video DIR --episodes 1` replays
 ATARI_HZ = 60  # the console's frames/s: a video frame per agent step (FRAME_SKIP frames) plays in real time
 

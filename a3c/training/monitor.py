@@ -4,6 +4,7 @@ tracks evaluations and errors, shows progress and builds summary.json."""
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -176,7 +177,9 @@ class RunMonitor:
 
 
 def format_summary(summary: dict[str, Any], run_dir: Path) -> str:
-    """The one-paragraph report printed at the end of a run."""
+    """The report printed at the end of a run: one paragraph, the run dir, any warnings, and what to run
+    next (evaluate, plot, TensorBoard when the run wrote its files, resume after an interruption; nothing
+    after a failure, whose error is above)."""
     target = summary["target_return"]
     solved = (
         f"solved in {summary['time_to_solve_s']:.1f} s, {summary['steps_to_solve']:,} steps"
@@ -188,10 +191,20 @@ def format_summary(summary: dict[str, Any], run_dir: Path) -> str:
     best = summary["best_mean_return"]
     best_text = "-" if best is None else f"{best:.1f}"
     target_text = "no target: set one with --target-return" if target is None else f"target {target}"
-    return (
+    text = (
         f"{summary['env_id']}: {solved} (best eval {best_text}, {target_text}); "
         f"{summary['total_steps']:,} steps in {summary['wall_s']:.1f} s "
         f"= {summary['steps_per_s']:,} steps/s; "
         f"exit: {summary['exit_reason']}\nrun dir: {run_dir}"
         + "".join(f"\nwarning: {w['message']}" for w in summary.get("warnings", []))
     )
+    reason = str(summary["exit_reason"])
+    if reason.startswith("failed"):
+        return text
+    where = shlex.quote(str(run_dir))
+    steps = [f"a3c evaluate {where}", f"a3c plot {where} -o {shlex.quote(str(run_dir / 'curves.png'))}"]
+    if (run_dir / "tensorboard").is_dir():
+        steps.append(f"tensorboard --logdir {shlex.quote(str(run_dir / 'tensorboard'))}")
+    if reason.startswith("SIG"):  # interrupted: it can go on from its last checkpoint
+        steps.append(f"a3c train --resume {where}")
+    return text + "\nnext: " + "\n      ".join(steps)

@@ -22,6 +22,7 @@ import click
 from a3c.core.config import Config, field_type
 from a3c.core.cpus import AUTO
 from a3c.core.errors import BadInput
+from a3c.core.extras import install_hint
 
 if TYPE_CHECKING:
     from a3c_envs import EnvInfo
@@ -259,7 +260,7 @@ def _check_ray(config: Config, serial: bool) -> None:
     except ImportError as exc:
         raise BadInput(
             f"--backend: ray needs the `ray` extra, which is not fully installed ({exc}); install it with "
-            "pip install -e '.[ray]' (Ray 2.60)"
+            f"{install_hint('ray')} (Ray 2.60)"
         ) from None
     if ray.is_initialized():
         return  # the caller's own Ray (a notebook's): the caller's to judge (backends/ray/cluster.py)

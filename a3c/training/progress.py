@@ -1,4 +1,5 @@
-"""Live progress of a training run: a tqdm bar on a terminal, a plain line every few seconds otherwise."""
+"""Live progress of a training run: a tqdm bar on a terminal or in a Jupyter notebook, a plain line every few
+seconds otherwise (a log file, a pipe)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,25 @@ import time
 from tqdm import tqdm
 
 PLAIN_EVERY_S = 5.0
+# A notebook's cell has no terminal width to follow: a fixed one that fits its output area.
+NOTEBOOK_COLUMNS = 100
+
+
+def in_jupyter_kernel() -> bool:
+    """Whether this process is a Jupyter kernel (IPython's ``ZMQInteractiveShell``), whose cell output
+    rewrites the line at a carriage return as a terminal does. IPython is only looked up, never imported."""
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    shell = get_ipython() if callable(get_ipython) else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def can_show_live(stream=None) -> bool:
+    """Whether ``stream`` (stdout by default: where the progress goes) shows a live line: a terminal, or a
+    Jupyter notebook's output. ``a3c.train(progress=None)`` shows progress exactly then."""
+    stream = stream or sys.stdout
+    isatty = getattr(stream, "isatty", None)
+    return bool(callable(isatty) and isatty()) or in_jupyter_kernel()
 
 
 def eta_seconds(
@@ -28,19 +48,22 @@ class Progress:
     Args:
         total_steps: the step budget, if any (gives the bar an end).
         enabled: False shows nothing (--quiet).
-        stream: where to write (stdout by default); a terminal gets a live bar, anything else plain lines.
+        stream: where to write (stdout by default); a terminal or a notebook gets a live bar, anything else
+            plain lines.
     """
 
     def __init__(self, total_steps: int | None, enabled: bool = True, stream=None):
         self.stream = stream or sys.stdout
         self.enabled = enabled
         self.total_steps = total_steps
-        self.live = enabled and self.stream.isatty()
+        self.live = enabled and can_show_live(self.stream)
+        notebook = self.live and not self.stream.isatty()
         self.bar = tqdm(
             total=total_steps,
             unit=" steps",
             unit_scale=True,
-            dynamic_ncols=True,
+            dynamic_ncols=not notebook,
+            ncols=NOTEBOOK_COLUMNS if notebook else None,
             file=self.stream,
             disable=not self.live,
             mininterval=0.5,

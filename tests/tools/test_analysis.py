@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from a3c.core.extras import install_hint
 from a3c.tools.analysis import Runs, aggregate, load_runs, runs_table, solved_runs
 from a3c.tools.plot import throughput
 from tests.support import ROOT
@@ -246,7 +247,7 @@ def test_plot_without_matplotlib_names_the_extra_before_reading_any_run(tmp_path
     with pytest.raises(SystemExit) as exit_info:
         main(["plot", str(tmp_path / "no-such-run"), "-o", str(tmp_path / "x.png")])
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err == "error: matplotlib is not installed; pip install 'a3c[analysis]'\n"
+    assert capsys.readouterr().err == f"error: matplotlib is not installed; {install_hint('analysis')}\n"
 
 
 def test_find_runs_skips_config_json_files_that_a3c_did_not_write(tmp_path):

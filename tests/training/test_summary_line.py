@@ -39,3 +39,24 @@ def test_a_run_with_a_target_says_whether_it_was_solved():
     assert format_summary(solved, Path("run")).startswith(
         "Pendulum-v1: solved in 5.0 s, 900 steps (best eval"
     )
+
+
+def test_the_last_lines_say_what_to_run_next(tmp_path):
+    run_dir = tmp_path / "runs" / "Pendulum v1"
+    text = format_summary(SUMMARY | {"target_return": None}, run_dir)
+    quoted = f"'{run_dir}'"  # a space in the path: quoted for the shell
+    assert text.splitlines()[-2:] == [
+        f"next: a3c evaluate {quoted}",
+        f"      a3c plot {quoted} -o '{run_dir / 'curves.png'}'",
+    ]
+    (run_dir / "tensorboard").mkdir(parents=True)
+    interrupted = format_summary(SUMMARY | {"target_return": None, "exit_reason": "SIGINT"}, run_dir)
+    assert interrupted.splitlines()[-2:] == [
+        f"      tensorboard --logdir '{run_dir / 'tensorboard'}'",
+        f"      a3c train --resume {quoted}",
+    ]
+
+
+def test_a_failed_run_ends_on_its_run_dir():
+    text = format_summary(SUMMARY | {"target_return": None, "exit_reason": "failed: worker-0"}, Path("run"))
+    assert text.splitlines()[-1] == "run dir: run"

@@ -42,6 +42,7 @@ from a3c.backends.base import BackendFailed
 from a3c.backends.ray.listening import exposed_listeners, host_port
 from a3c.backends.ray.token_auth import GCS_METHOD, RAYLET_METHOD, CannotTell, demands_token
 from a3c.core.config import Config
+from a3c.core.extras import install_hint
 from a3c.runtime.context import ONE_THREAD
 
 LOOPBACK = "127.0.0.1"
@@ -64,7 +65,7 @@ def loopback_kept() -> Iterator[None]:
         raise BackendFailed(
             "ray",
             f"Ray {ray.__version__} has no ray._private.services.resolve_ip_for_localhost, which keeps the "
-            "run's own cluster on loopback; this a3c supports Ray 2.60 (pip install -e '.[ray]')",
+            f"run's own cluster on loopback; this a3c supports Ray 2.60 ({install_hint('ray')})",
         )
 
     def as_given(host: str) -> str:
@@ -240,7 +241,7 @@ def check_started() -> None:
     the operating system, not taken from what the nodes say; where it cannot be read, a refusal)."""
     if is_token_auth_enabled is None:
         why = f"Ray {ray.__version__} cannot say whether token authentication is on"
-        raise BackendFailed("ray", f"{why}; this a3c supports Ray 2.60 (pip install -e '.[ray]')")
+        raise BackendFailed("ray", f"{why}; this a3c supports Ray 2.60 ({install_hint('ray')})")
     if not is_token_auth_enabled():
         raise BackendFailed(
             "ray",

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from a3c.core.errors import BadInput
+from a3c.core.extras import install_hint
 
 
 def _require_sb3() -> None:
@@ -15,7 +16,7 @@ def _require_sb3() -> None:
         import stable_baselines3  # noqa: F401
     except ImportError:
         raise BadInput(
-            "bench: needs stable-baselines3 for the peer; install the extra: pip install -e '.[bench]' "
+            f"bench: needs stable-baselines3 for the peer; install the extra: {install_hint('bench')} "
             "(make bench does)"
         ) from None
 

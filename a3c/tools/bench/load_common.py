@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from a3c.core.errors import BadInput
+from a3c.core.extras import install_hint
 
 MODELS = {"mlp": "CartPole-v1", "atari": "ALE/Pong-v5"}
 
@@ -100,7 +101,7 @@ def require_extras(model: str, flag: str) -> None:
         import ray  # noqa: F401
     except ImportError:
         raise BadInput(
-            f"{flag}: needs the `ray` extra, which is not installed; pip install -e '.[ray]'"
+            f"{flag}: needs the `ray` extra, which is not installed; {install_hint('ray')}"
         ) from None
     if model == "atari":
         try:
@@ -108,5 +109,5 @@ def require_extras(model: str, flag: str) -> None:
         except ImportError:
             raise BadInput(
                 "--model: atari needs the `atari` extra (ale_py), which is not installed; "
-                "pip install -e '.[atari]'"
+                f"{install_hint('atari')}"
             ) from None
