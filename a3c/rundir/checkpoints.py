@@ -77,6 +77,7 @@ PLAY_FIELDS = (
     "env_kwargs",
     "hidden_sizes",
     "shared_body",
+    "activation",
     "model",
     "lstm_size",
     "frame_stack",
