@@ -9,8 +9,11 @@ the env with what it returns. Inputs ``obs`` (and ``h``, ``c`` for a conv-LSTM),
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +26,7 @@ from a3c.core.errors import BadInput
 from a3c_envs.modules import TRUST_FLAG, TRUST_HELP
 
 if TYPE_CHECKING:  # torch and the checkpoint code load only when a command runs: `a3c --help` stays quick
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     import numpy as np
     import torch
@@ -172,7 +175,7 @@ def user_model_bytes(
     import torch
 
     try:
-        with torch.no_grad():
+        with torch.no_grad(), silenced_stdout():
             if fmt == "onnx":
                 data = onnx_bytes(module, inputs, recurrent, props)
             else:
@@ -195,6 +198,22 @@ def user_model_bytes(
                     "with tensor operations (torch.where) to export it"
                 )
     return data
+
+
+@contextlib.contextmanager
+def silenced_stdout() -> Iterator[None]:
+    """File descriptor 1 to /dev/null meanwhile: torch 2.13's ONNX exporter always logs (its check of the
+    log setting tests the function, not its result) and, on an error, prints the whole graph there from C++;
+    the error's one line says what failed."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def exported_runner(data: bytes, fmt: str) -> Callable[[tuple[torch.Tensor, ...]], list[np.ndarray]] | None:
