@@ -102,3 +102,20 @@ class NotExportable(TwoHeads):
 
 def build_not_exportable(observation_space, action_space) -> nn.Module:
     return NotExportable(observation_space, action_space)
+
+
+def test_a_recurrent_network_exports_with_its_state_as_h_and_c(tmp_path, capsys):
+    ort = require_extra("onnxruntime", "export")
+    from tests.tools.test_export import random_checkpoint
+
+    checkpoint = random_checkpoint(tmp_path / "l.pt", "CartPole-v1", model="tests.support.models:Lstm")
+    assert call("export", str(checkpoint), "-o", str(tmp_path / "l.onnx")) == 0
+    session, policy = ort.InferenceSession(str(tmp_path / "l.onnx")), a3c.load(checkpoint)
+    h = c = np.zeros((3, 16), np.float32)
+    for step in range(8):  # the client carries the state as predict does
+        obs = observations(3, seed=step)
+        action, h, c = session.run(None, {"obs": obs, "h": h, "c": c})
+        np.testing.assert_array_equal(action, policy.predict(obs))
+    gru = random_checkpoint(tmp_path / "g.pt", "CartPole-v1", model="tests.support.models:Recurrent")
+    line = bad(capsys, "export", str(gru), "-o", str(tmp_path / "g.onnx"))
+    assert "is recurrent with a state of 1 tensors; export takes two (h, c)" in line, line

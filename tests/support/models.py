@@ -75,3 +75,18 @@ class DataDependent(TwoHeads):
         if bool(obs.sum() > 0):
             out = -out
         return out, value
+
+
+class Lstm(Recurrent):
+    """An LSTM cell: a state of two tensors (h, c) [B, H], as ``a3c export`` takes a recurrent one."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, hidden: int = 16):
+        super().__init__(observation_space, action_space, hidden)
+        self.cell = nn.LSTMCell(hidden, hidden)
+
+    def initial_state(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.zeros(batch, self.hidden), torch.zeros(batch, self.hidden)
+
+    def step(self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]):
+        h, c = self.cell(torch.tanh(self.encode(obs)), state)
+        return self.policy(h), self.value(h)[:, 0], (h, c)
