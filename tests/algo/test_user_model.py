@@ -148,3 +148,18 @@ def test_a_pickled_copy_is_rebuilt_around_the_same_values():
     assert type(copied.net).__name__ == "Local" and copied.ref == model.ref
     for (name, a), (_, b) in zip(model.state_dict().items(), copied.state_dict().items(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+def test_a_forward_that_raises_on_the_sample_batch_is_one_line():
+    from tests.support.models import TwoHeads
+
+    five = gym.spaces.Box(-1, 1, (5,))
+    ref = parse_values({"model": lambda observation_space, action_space: TwoHeads(five, action_space)})[
+        "model"
+    ]
+    with pytest.raises(BadInput) as info:
+        built(ref)
+    line = str(info.value)
+    assert "\n" not in line and line.startswith(
+        f"model: {ref!r} forward(obs) on obs [2, 4] raised RuntimeError: "
+    )
