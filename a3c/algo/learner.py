@@ -31,14 +31,19 @@ from a3c.algo.optim import (
     scheduled_lr,
 )
 from a3c.algo.rollout import Episode, ObsNormalizer, RolloutCollector
-from a3c.core.config import Config
+from a3c.algo.user_model import build_user_model
+from a3c.core.config import BUILTIN_MODELS, Config
 from a3c.core.spaces import Spaces
 from a3c_envs import make_vector_env
 
 
 def build_model(config: Config, spaces: Spaces) -> nn.Module:
-    """The actor-critic network that ``config`` describes for an env's ``spaces``: ``ActorCritic`` (an MLP)
-    or ``ConvActorCritic`` (the A3C paper's conv net, with an LSTM when ``lstm_size``)."""
+    """The actor-critic network that ``config`` describes for an env's ``spaces``: ``ActorCritic`` (an MLP),
+    ``ConvActorCritic`` (the A3C paper's conv net, with an LSTM when ``lstm_size``), or the user's network
+    (``model`` a reference to its builder: ``a3c.algo.user_model``, built and checked on a sample batch;
+    BadInput in one line when it does not fit)."""
+    if config.model not in BUILTIN_MODELS:
+        return build_user_model(config.model, spaces)
     if config.model == "cnn":
         return ConvActorCritic(
             spaces.obs_shape,
@@ -55,6 +60,7 @@ def build_model(config: Config, spaces: Spaces) -> nn.Module:
         continuous=spaces.continuous,
         state_std=config.gaussian_std == "state",
         init_log_std=config.init_log_std,
+        activation=config.activation,
     )
 
 

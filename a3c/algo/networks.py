@@ -15,12 +15,15 @@ from torch import nn
 
 from a3c.algo.distributions import raw_log_std
 
+# The MLP's hidden-layer activations by ``Config.activation`` name (``numpy_mlp`` has their twins).
+ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
-def _mlp(in_dim: int, hidden_sizes: Sequence[int]) -> tuple[nn.Sequential, int]:
-    """A tanh body [N, in_dim] → [N, width] (Linear + Tanh per hidden size) and its output width."""
+
+def _mlp(in_dim: int, hidden_sizes: Sequence[int], activation: str = "tanh") -> tuple[nn.Sequential, int]:
+    """A body [N, in_dim] → [N, width] (Linear + the activation per hidden size) and its output width."""
     layers: list[nn.Module] = []
     for size in hidden_sizes:
-        layers += [orthogonal_init(nn.Linear(in_dim, size), math.sqrt(2)), nn.Tanh()]
+        layers += [orthogonal_init(nn.Linear(in_dim, size), math.sqrt(2)), ACTIVATIONS[activation]()]
         in_dim = size
     return nn.Sequential(*layers), in_dim
 
@@ -47,18 +50,19 @@ class ActorCritic(nn.Module):
     Args:
         obs_dim: length of the flat observation.
         n_actions: number of discrete actions, or of action dimensions when ``continuous``.
-        hidden_sizes: widths of the hidden tanh layers of each body.
+        hidden_sizes: widths of the hidden layers of each body.
         shared_body: one body feeds both heads (fewer FLOPs) instead of two separate bodies.
         continuous: a Gaussian policy: the output is (mean [A], log σ [A]) instead of logits [A].
         state_std: Gaussian only: log σ is a second output of the policy head (state-dependent) instead of
             one learned parameter vector (state-independent, as in the A3C paper's continuous variant's
             successors: PPO, SB3, CleanRL).
         init_log_std: Gaussian only: log σ at initialisation (stored raw: ``distributions.raw_log_std``).
+        activation: the hidden layers' activation, a key of ``ACTIVATIONS`` (tanh or relu).
     """
 
     recurrent = False
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - one argument per config field the MLP reads
         self,
         obs_dim: int,
         n_actions: int,
@@ -67,11 +71,13 @@ class ActorCritic(nn.Module):
         continuous: bool = False,
         state_std: bool = False,
         init_log_std: float = 0.0,
+        activation: str = "tanh",
     ):
         super().__init__()
         self.shared_body = shared_body
-        self.policy_body, width = _mlp(obs_dim, hidden_sizes)
-        self.value_body = self.policy_body if shared_body else _mlp(obs_dim, hidden_sizes)[0]
+        self.activation = activation
+        self.policy_body, width = _mlp(obs_dim, hidden_sizes, activation)
+        self.value_body = self.policy_body if shared_body else _mlp(obs_dim, hidden_sizes, activation)[0]
         head_size = 2 * n_actions if continuous and state_std else n_actions
         self.policy_head = orthogonal_init(nn.Linear(width, head_size), 0.01)
         self.value_head = orthogonal_init(nn.Linear(width, 1), 1.0)

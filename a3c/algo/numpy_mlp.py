@@ -1,9 +1,10 @@
-"""The MLP's numpy twin: ONE forward of the tanh ``ActorCritic`` (``a3c.algo.networks``), used two ways — by
-the rollout policy (``NumpyMlp.policy_output``: no cache) and by the closed-form update
-(``MlpGradient.loss_and_grad``: the forward keeps every activation, the policy terms' derivative comes in
-closed form, ``policy_terms``, and ``NumpyMlp.backward`` writes the exact parameter gradients into the
-model's flat gradient buffer). It covers discrete policies: categorical, one categorical per dimension
-(MultiDiscrete) and independent Bernoullis (MultiBinary); Box actions and conv nets learn by autograd.
+"""The MLP's numpy twin: ONE forward of the ``ActorCritic`` (``a3c.algo.networks``; tanh or relu hidden
+layers), used two ways — by the rollout policy (``NumpyMlp.policy_output``: no cache) and by the
+closed-form update (``MlpGradient.loss_and_grad``: the forward keeps every activation, the policy terms'
+derivative comes in closed form, ``policy_terms``, and ``NumpyMlp.backward`` writes the exact parameter
+gradients into the model's flat gradient buffer). It covers discrete policies: categorical, one
+categorical per dimension (MultiDiscrete) and independent Bernoullis (MultiBinary); Box actions, conv nets
+and the user's networks learn by autograd.
 
 Why numpy: torch costs ~5 µs per op on tensors this small, so the torch modules take ~60 µs for a batch of
 1–16 observations that numpy does in ~8 µs, and autograd's ~30 graph nodes at ~25 µs each made forward + loss
@@ -54,17 +55,34 @@ def dense_grad_views(linear: nn.Linear) -> DenseGrad:
 
 
 def body_linears(body: nn.Sequential) -> list[nn.Linear]:
-    """The Linear layers of a tanh body (``networks._mlp``), input first."""
+    """The Linear layers of an MLP body (``networks._mlp``), input first."""
     return [m for m in body if isinstance(m, nn.Linear)]
 
 
-def body_forward(x: np.ndarray, body: list[Dense], acts: list[np.ndarray] | None = None) -> np.ndarray:
-    """x [rows, in] → the body's last activation [rows, width], each layer tanh(x W + b).
+def relu(z: np.ndarray) -> np.ndarray:
+    """max(z, 0) elementwise, in place: ``z`` is a fresh pre-activation nothing else holds."""
+    return np.maximum(z, 0.0, out=z)
+
+
+# Each activation of ``networks.ACTIVATIONS`` and its derivative written in terms of its OUTPUT y (all the
+# backward keeps): tanh' = 1 - y², relu' = [y > 0] (0 at 0, as torch's ReLU backward).
+ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"tanh": np.tanh, "relu": relu}
+DERIVATIVES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "tanh": lambda y: 1.0 - y**2,
+    "relu": lambda y: (y > 0).astype(y.dtype),
+}
+
+
+def body_forward(
+    x: np.ndarray, body: list[Dense], acts: list[np.ndarray] | None = None, activation: str = "tanh"
+) -> np.ndarray:
+    """x [rows, in] → the body's last activation [rows, width], each layer f(x W + b), f the ``activation``.
 
     ``acts``: when given, every activation after ``x`` is appended to it (the cache ``body_backward`` needs).
     """
+    f = ACTIVATIONS[activation]
     for w_t, b in body:
-        x = np.tanh(np.dot(x, w_t) + b)  # np.dot: half the call overhead of @ on tiny arrays, same numbers
+        x = f(np.dot(x, w_t) + b)  # np.dot: half the call overhead of @ on tiny arrays, same numbers
         if acts is not None:
             acts.append(x)
     return x
@@ -77,7 +95,12 @@ def dense_forward(x: np.ndarray, layer: Dense) -> np.ndarray:
 
 
 def body_backward(
-    acts: list[np.ndarray], body: list[Dense], grads: list[DenseGrad], d_out: np.ndarray, n: int
+    acts: list[np.ndarray],
+    body: list[Dense],
+    grads: list[DenseGrad],
+    d_out: np.ndarray,
+    n: int,
+    activation: str = "tanh",
 ) -> None:
     """Write the body's parameter gradients into ``grads`` (overwriting them).
 
@@ -87,12 +110,14 @@ def body_backward(
         body, grads: the body's layers and their gradient views.
         d_out: d loss / d (the last activation) [n, width].
         n: the rows that learn.
+        activation: the body's activation (``ACTIVATIONS``).
     """
+    derivative = DERIVATIVES[activation]
     d = d_out
     for i in range(len(body) - 1, -1, -1):
         w_t = body[i][0]
         gw, gb = grads[i]
-        d = d * (1.0 - acts[i + 1][:n] ** 2)  # through tanh
+        d = d * derivative(acts[i + 1][:n])  # through the activation
         np.matmul(d.T, acts[i][:n], out=gw)
         np.sum(d, axis=0, out=gb)
         if i:
@@ -122,12 +147,13 @@ class NumpyMlp:
     ``flat.attach_flat_grad``) and the one forward over them.
 
     Args:
-        model: the tanh MLP actor-critic.
+        model: the MLP actor-critic (its ``activation``: tanh or relu).
         grads: also view the parameters' ``.grad`` (for ``backward``); ValueError if they are not attached.
     """
 
     def __init__(self, model: ActorCritic, grads: bool = False):
         self.shared_body = model.shared_body
+        self.activation = model.activation
         policy_linears = body_linears(model.policy_body)
         value_linears = policy_linears if model.shared_body else body_linears(model.value_body)
         self.policy_body = [dense_views(m) for m in policy_linears]
@@ -146,7 +172,7 @@ class NumpyMlp:
     def policy_output(self, obs: np.ndarray) -> np.ndarray:
         """The rollout's forward: observations [B, obs_dim] float32 → the policy output [B, P] (logits, or a
         Gaussian's mean and log σ), the numbers ``ActorCritic.forward`` gives. Reads no value body."""
-        out = dense_forward(body_forward(obs, self.policy_body), self.policy_head)
+        out = dense_forward(body_forward(obs, self.policy_body, activation=self.activation), self.policy_head)
         if self.log_std is not None:
             out = np.concatenate([out, np.broadcast_to(self.log_std, out.shape)], axis=-1)
         return out
@@ -156,11 +182,11 @@ class NumpyMlp:
         ``n`` rows [n, A], values of all rows [rows], cache). The policy head runs on the learning rows
         only; the values of the other rows are bootstrap values."""
         policy_acts = [x]
-        features = body_forward(x, self.policy_body, policy_acts)
+        features = body_forward(x, self.policy_body, policy_acts, self.activation)
         value_acts = policy_acts
         if not self.shared_body:
             value_acts = [x]
-            body_forward(x, self.value_body, value_acts)
+            body_forward(x, self.value_body, value_acts, self.activation)
         values = dense_forward(value_acts[-1], self.value_head)[:, 0]
         head_out = dense_forward(features[:n], self.policy_head)
         return head_out, values, MlpCache(policy_acts, value_acts, n)
@@ -174,11 +200,14 @@ class NumpyMlp:
             self.policy_head, self.policy_head_grad, cache.policy_acts[-1][:n], d_head_out
         )
         d_value = dense_backward(self.value_head, self.value_head_grad, cache.value_acts[-1][:n], d_values)
+        f = self.activation
         if self.shared_body:
-            body_backward(cache.policy_acts, self.policy_body, self.policy_body_grads, d_policy + d_value, n)
+            body_backward(
+                cache.policy_acts, self.policy_body, self.policy_body_grads, d_policy + d_value, n, f
+            )
         else:
-            body_backward(cache.policy_acts, self.policy_body, self.policy_body_grads, d_policy, n)
-            body_backward(cache.value_acts, self.value_body, self.value_body_grads, d_value, n)
+            body_backward(cache.policy_acts, self.policy_body, self.policy_body_grads, d_policy, n, f)
+            body_backward(cache.value_acts, self.value_body, self.value_body_grads, d_value, n, f)
 
 
 PolicyTerms = tuple[float, float, np.ndarray]

@@ -27,6 +27,7 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from a3c.core import user_code
 from a3c.core.cpus import AUTO, auto_workers, usable_cpus
 from a3c.core.errors import BadInput
 
@@ -35,6 +36,11 @@ from a3c.core.errors import BadInput
 MAX_WORKERS, MAX_ENVS_PER_WORKER, MAX_EPISODES = 1024, 1024, 1000
 # Below this a healthy child under load (a long update, 8 workers on 2 cores) would be taken for hung.
 MIN_HANG_TIMEOUT_S = 5.0
+
+# The networks a3c builds itself (``model``); any other value is a reference to the user's builder.
+BUILTIN_MODELS = ("mlp", "cnn")
+# The MLP's hidden-layer activations (``activation``).
+ACTIVATIONS = ("tanh", "relu")
 
 # The shown default of an option whose field presets usually set.
 PRESET_ELSE = "the env's preset, else {}"
@@ -115,11 +121,20 @@ class Config:
         default=(64, 64), metadata={"help": "hidden layer widths, e.g. 64,64"}
     )
     shared_body: bool = field(default=False, metadata={"help": "one body for policy and value heads"})
+    activation: str = field(
+        default="tanh",
+        metadata={
+            "help": "mlp: the hidden layers' activation, tanh or relu (cnn: always relu, the A3C paper's)",
+            "choices": ACTIVATIONS,
+        },
+    )
     model: str = field(
         default="mlp",
         metadata={
-            "help": "network: mlp (flat observations) or cnn (images, the A3C paper's)",
-            "choices": ("mlp", "cnn"),
+            "help": "network: mlp (flat observations), cnn (images, the A3C paper's), or pkg.module:name of "
+            "your builder (observation_space, action_space) -> torch.nn.Module (docs/api.md, Your network)",
+            "option": "--model",
+            "shown_default": "mlp, cnn for images",
         },
     )
     lstm_size: int = field(default=0, metadata={"help": "cnn: LSTMCell width after the conv net; 0: none"})
@@ -380,7 +395,13 @@ class Config:
             ),
         ]
         checks += [
-            self._choice("model"),
+            (
+                "model",
+                self.model in BUILTIN_MODELS or ":" in self.model,
+                "mlp, cnn, or pkg.module:name of a callable (observation_space, action_space) -> "
+                "torch.nn.Module",
+            ),
+            self._choice("activation"),
             ("lstm_size", self.lstm_size >= 0, "an integer >= 0 (0: no LSTM)"),
             (
                 "frame_stack",
@@ -570,6 +591,8 @@ def parse_values(values: dict[str, Any]) -> dict[str, Any]:
         allowed = ", ".join(n for n in FIELD_NAMES if n != "env_id")
         why = f" ({RETIRED_WHY})" if unknown[0] in RETIRED_FIELDS else ""
         raise BadInput(f"{unknown[0]}: unknown config key{why}; allowed: {allowed}")
+    if "model" in values and callable(values["model"]):  # the user's network: known by its reference
+        values = {**values, "model": user_code.register(values["model"], "model")}
     return {k: coerce(k, v) for k, v in values.items()}
 
 

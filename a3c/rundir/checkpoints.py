@@ -62,6 +62,8 @@ def load_policy(target: Path, trust_env_module: bool = False) -> SavedPolicy:
         if config.obs_norm:
             obs_stats = RunningMeanStd(spaces.obs_shape)
             obs_stats.load_state_dict(data["obs_norm"])
+    except BadInput:  # the user's network cannot be built here (its builder unknown, or it no longer fits)
+        raise
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise BadInput(
             f"checkpoint: {str(path)!r} does not match this a3c's model ({str(exc)[:160]})"
@@ -77,6 +79,7 @@ PLAY_FIELDS = (
     "env_kwargs",
     "hidden_sizes",
     "shared_body",
+    "activation",
     "model",
     "lstm_size",
     "frame_stack",

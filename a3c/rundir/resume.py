@@ -29,6 +29,7 @@ SHAPE_FIELDS = (
     "env_kwargs",
     "hidden_sizes",
     "shared_body",
+    "activation",
     "optimizer",
     "model",
     "lstm_size",

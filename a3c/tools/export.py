@@ -9,8 +9,11 @@ the env with what it returns. Inputs ``obs`` (and ``h``, ``c`` for a conv-LSTM),
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,9 @@ from a3c.core.extras import install_hint
 from a3c_envs.modules import TRUST_FLAG, TRUST_HELP
 
 if TYPE_CHECKING:  # torch and the checkpoint code load only when a command runs: `a3c --help` stays quick
+    from collections.abc import Callable, Iterator
+
+    import numpy as np
     import torch
     from torch import nn
 
@@ -155,6 +161,118 @@ def torchscript_bytes(module: nn.Module, inputs: tuple[torch.Tensor, ...], props
     return buffer.getvalue()
 
 
+def user_model_bytes(
+    module: nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    recurrent: bool,
+    props: dict[str, str],
+    fmt: str,
+    ref: str,
+) -> bytes:
+    """The file of a policy whose network is the user's (``model`` ``ref``): what the exporter cannot
+    express is BadInput in one line, and so is a file that does not give the actions ``module`` gives on
+    random observations (tracing keeps one branch of Python control flow that depends on the values); ONNX is
+    compared where onnxruntime is installed."""
+    import torch
+
+    try:
+        with torch.no_grad(), silenced_stdout():
+            if fmt == "onnx":
+                data = onnx_bytes(module, inputs, recurrent, props)
+            else:
+                data = torchscript_bytes(module, inputs, props)
+    except BadInput:
+        raise
+    except Exception as exc:  # the exporter's many errors on a graph it cannot express
+        text = " ".join(str(exc).split())[:200]
+        raise BadInput(f"model: {ref!r} cannot be exported to {fmt} ({type(exc).__name__}: {text})") from None
+    run = exported_runner(data, fmt)
+    if run is not None:
+        for sample in random_inputs(inputs):
+            with torch.no_grad():
+                want = module(*sample)
+            want, got = (want if isinstance(want, tuple) else (want,)), run(sample)
+            if not all(same_values(w.numpy(), g) for w, g in zip(want, got, strict=True)):
+                raise BadInput(
+                    f"model: {ref!r} exported to {fmt} does not give the actions torch gives on the same "
+                    "observations (Python control flow on tensor values is traced as one branch); write it "
+                    "with tensor operations (torch.where) to export it"
+                )
+    return data
+
+
+@contextlib.contextmanager
+def silenced_stdout() -> Iterator[None]:
+    """File descriptor 1 to /dev/null meanwhile: torch 2.13's ONNX exporter always logs (its check of the
+    log setting tests the function, not its result) and, on an error, prints the whole graph there from C++;
+    the error's one line says what failed."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def exported_runner(data: bytes, fmt: str) -> Callable[[tuple[torch.Tensor, ...]], list[np.ndarray]] | None:
+    """A function running the exported file on inputs (tensors) → its outputs as numpy arrays; None for
+    ONNX without onnxruntime."""
+    import torch
+
+    if fmt == "onnx":
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            return None
+        session = ort.InferenceSession(data)
+        names = [i.name for i in session.get_inputs()]
+        return lambda xs: session.run(None, {n: x.numpy() for n, x in zip(names, xs, strict=True)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = torch.jit.load(io.BytesIO(data))
+
+    def run(xs: tuple[torch.Tensor, ...]) -> list[np.ndarray]:
+        with torch.no_grad():
+            out = loaded(*xs)
+        return [o.numpy() for o in (out if isinstance(out, tuple) else (out,))]
+
+    return run
+
+
+def random_inputs(inputs: tuple[torch.Tensor, ...], count: int = 4) -> list[tuple[torch.Tensor, ...]]:
+    """``count`` seeded random inputs shaped like ``inputs`` at batch sizes 1 and 3: observations
+    (pixels 0-255, else standard normal ×2) and a recurrent state (standard normal)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    samples = []
+    for k in range(count):
+        batch = 1 if k % 2 else 3
+        drawn = []
+        for x in inputs:
+            shape = (batch, *x.shape[1:])
+            if x.dtype == torch.uint8:
+                drawn.append(torch.randint(0, 256, shape, generator=gen, dtype=torch.uint8))
+            else:
+                drawn.append(torch.randn(shape, generator=gen) * 2)
+        samples.append(tuple(drawn))
+    return samples
+
+
+def same_values(want: np.ndarray, got: np.ndarray) -> bool:
+    """Equal integer actions; float ones (Box, a recurrent state) within float32 rounding."""
+    import numpy as np
+
+    if want.shape != got.shape:
+        return False
+    if want.dtype.kind in "iub":
+        return bool(np.array_equal(want, got))
+    return bool(np.allclose(want, got, rtol=1e-4, atol=1e-5))
+
+
 def export_policy(
     target: Path, output: Path, fmt: str | None = None, trust_env_module: bool = False
 ) -> Exported:
@@ -183,17 +301,27 @@ def export_policy(
     dist = ActionDist.of_spaces(spaces, saved.config.squash)
     module = greedy_module(saved.model, dist, saved.obs_stats)
     recurrent = bool(getattr(saved.model, "recurrent", False))
+    if recurrent and len(saved.model.initial_state(1)) != 2:
+        raise BadInput(
+            f"model: {saved.config.model!r} is recurrent with a state of {len(saved.model.initial_state(1))} "
+            "tensors; export takes two (h, c), as an LSTM's"
+        )
     inputs = example_inputs(saved.model, spaces.obs_shape)
     with torch.no_grad():
         outputs = module(*inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     described = signature(inputs, outputs, recurrent)
     props = metadata(saved, described, spaces.obs_encoding)
-    with torch.no_grad():
-        if fmt == "onnx":
-            data = onnx_bytes(module, inputs, recurrent, props)
-        else:
-            data = torchscript_bytes(module, inputs, props)
+    user_ref = getattr(saved.model, "ref", None)  # the user's network (a3c.algo.user_model.UserModel)
+    if user_ref is None:
+        with torch.no_grad():
+            data = (
+                onnx_bytes(module, inputs, recurrent, props)
+                if fmt == "onnx"
+                else torchscript_bytes(module, inputs, props)
+            )
+    else:
+        data = user_model_bytes(module, inputs, recurrent, props, fmt, user_ref)
     try:
         atomic_write(output, lambda f: f.write(data))
     except OSError as exc:  # a full disk or a read-only folder: one line, not a traceback

@@ -15,9 +15,9 @@ from a3c.algo.rollout import Segment
 from tests.support.segments import random_segment
 
 
-def model_with_grad(seed, obs_dim, n_actions, hidden, shared_body):
+def model_with_grad(seed, obs_dim, n_actions, hidden, shared_body, activation="tanh"):
     torch.manual_seed(seed)
-    model = ActorCritic(obs_dim, n_actions, hidden, shared_body)
+    model = ActorCritic(obs_dim, n_actions, hidden, shared_body, activation=activation)
     with torch.no_grad():  # non-trivial heads (the init makes the policy head nearly zero)
         for p in model.parameters():
             p.add_(0.3 * torch.randn_like(p))

@@ -27,11 +27,11 @@ def randomized(model: ActorCritic, seed: int) -> ActorCritic:
     return model
 
 
-def make(head: str, shared_body: bool, hidden_sizes=(16, 8), seed: int = 0) -> ActorCritic:
+def make(head: str, shared_body: bool, hidden_sizes=(16, 8), seed: int = 0, activation="tanh") -> ActorCritic:
     continuous, state_std = HEADS[head]
     torch.manual_seed(seed)
     model = ActorCritic(
-        OBS_DIM, N_ACTIONS, hidden_sizes, shared_body, continuous, state_std, init_log_std=-0.5
+        OBS_DIM, N_ACTIONS, hidden_sizes, shared_body, continuous, state_std, -0.5, activation
     )
     return randomized(model, seed)
 
@@ -49,9 +49,10 @@ def torch_out(model: ActorCritic, obs: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("head", list(HEADS))
 @pytest.mark.parametrize("shared_body", [False, True], ids=["separate", "shared"])
 @pytest.mark.parametrize("hidden_sizes", [(16, 8), (7,)], ids=["two-layers", "one-layer"])
-def test_numpy_twin_equals_the_torch_forward(head, shared_body, hidden_sizes):
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_numpy_twin_equals_the_torch_forward(head, shared_body, hidden_sizes, activation):
     for seed in range(3):
-        model = make(head, shared_body, hidden_sizes, seed)
+        model = make(head, shared_body, hidden_sizes, seed, activation)
         twin = NumpyMlp(model).policy_output
         for batch in (1, 4, 16):
             obs = observations(batch, seed * 100 + batch)

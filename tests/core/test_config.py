@@ -366,7 +366,7 @@ def test_fields_with_choices_allow_exactly_them():
     assert {f.name for f in choice_fields} == {
         "optimizer",
         "lr_schedule",
-        "model",
+        "activation",  # model: mlp, cnn or a reference to the user's network (tests/algo/test_user_model.py)
         "gaussian_std",
         "squash",
         "backend",

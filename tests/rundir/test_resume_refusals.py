@@ -27,6 +27,7 @@ CHANGED = {
     "env_kwargs": {"sutton_barto_reward": True},
     "hidden_sizes": (32,),
     "shared_body": True,
+    "activation": "relu",
     "optimizer": "rmsprop",
     "model": "cnn",
     "lstm_size": 256,

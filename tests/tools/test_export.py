@@ -83,6 +83,11 @@ CASES = {
     "pendulum-raw-obs": ("Pendulum-v1", {"squash": "tanh"}),
     "multi-discrete": ("tests.support.space_envs:MatchChoices-v0", {}),  # argmax per dimension: int64 [N, D]
     "multi-binary": ("tests.support.space_envs:CopyBits-v0", {}),  # the bits whose logit is > 0: int8 [N, n]
+    # The user's network (docs/api.md, "Your network"): its mean and raw log σ, squashed into the bounds.
+    "user-network-box": (
+        "Pendulum-v1",
+        {"model": "tests.support.models:build", "obs_norm": True, "squash": "tanh"},
+    ),
 }
 # Two cases cover every step of the graph in make test-fast; the rest run in make test.
 FAST_CASES = ("cartpole-obs-norm", "pendulum-tanh-state-std", "multi-discrete", "multi-binary")
