@@ -25,6 +25,7 @@ from a3c.backends.base import Backend, BackendFailed
 from a3c.core.config import Config
 from a3c.core.records import EpisodeRecord, ErrorRecord, EvalRecord
 from a3c.core.seeding import child_seed
+from a3c.core.user_code import CodeBook, by_value
 from a3c.rundir import checkpoints
 from a3c.rundir.files import create_run_dir, run_metadata, write_json
 from a3c.rundir.lock import lock_run_dir, unlock
@@ -34,6 +35,7 @@ from a3c.runtime.state import SharedState, build_state
 from a3c.training.monitor import RunMonitor, format_summary
 from a3c.training.outcome import error_line, error_record, exit_status
 from a3c_envs import EnvInfo
+from a3c_envs.user_envs import code_references
 
 TICK_S = 0.1  # supervision period: how often the trainer looks at children, budgets and signals
 FINITE_CHECK_S = 1.0  # how often the shared parameters are checked for NaN/inf
@@ -80,8 +82,14 @@ class Trainer:
             self.metadata = run_metadata()  # once: its git call would start a process at every checkpoint
             metadata = {**config.to_dict(), "serial": serial, **self.metadata, "resumes": self.resume_index}
             write_json(self.run_dir / "config.json", metadata)
+            # The user's objects no child can import by name go to every child by value (forkserver), and
+            # into the run dir for a later a3c.load/a3c.resume in Python (the command never reads them).
+            code = CodeBook(by_value(code_references(config)))
+            code.save(self.run_dir)
             self.start_time = time.time() - wall_before  # wall_time continues across a resume
-            self.shared = dataclasses.replace(state, run_dir=self.run_dir, start_time=self.start_time)
+            self.shared = dataclasses.replace(
+                state, run_dir=self.run_dir, start_time=self.start_time, code=code
+            )
             self.monitor = RunMonitor(config, run_dir, self.counters, self.start_time, show_progress, serial)
             self.monitor.health = learning_health(config, info)
             if resume is not None:
