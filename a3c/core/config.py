@@ -54,15 +54,6 @@ class Config:
             "shown_default": "none",
         },
     )
-    wrappers: tuple[str, ...] = field(
-        default=(),
-        metadata={
-            "help": "wrappers of every env the run makes, in order, each a pkg.module:Name of a callable "
-            "env -> env (repeatable); a resume keeps them",
-            "option": "--wrapper",
-            "shown_default": "none",
-        },
-    )
     seed: int = field(
         default=0, metadata={"help": "seed of every random stream of the run", "option": "--seed"}
     )
@@ -136,6 +127,15 @@ class Config:
         default=1,
         metadata={
             "help": "image envs: frames per observation, newest last (derived: 4 for cnn without an LSTM)"
+        },
+    )
+    wrappers: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "help": "wrappers of every env the run makes, in order, each a pkg.module:Name of a callable "
+            "env -> env (repeatable); a resume keeps them",
+            "option": "--wrapper",
+            "shown_default": "none",
         },
     )
     gaussian_std: str = field(
