@@ -123,9 +123,11 @@ def test_the_wrapper_option_and_a_factory_reference_on_the_command_line(tmp_path
         ["tests.support.envs:Doubled"],
     )
     episodes = list(csv.DictReader((run_dir / "episodes.csv").open()))
-    assert episodes and {row["length"] for row in episodes} == {"5"}  # the factory got its kwarg
+    # The factory got its kwarg (5 steps), the learner's envs the wrapper (reward 2 a step), and so did
+    # a3c evaluate's.
+    assert episodes and {(row["length"], row["return"]) for row in episodes} == {("5", "10.0")}
     evaluated = call_a3c("evaluate", str(run_dir), "--episodes", "2", "--json")
-    assert evaluated.returncode == 0 and json.loads(evaluated.stdout)["mean_return"] == 5.0, evaluated.stderr
+    assert evaluated.returncode == 0 and json.loads(evaluated.stdout)["mean_return"] == 10.0, evaluated.stderr
     monkeypatch.setattr(support_envs, "Doubled", Repeated)  # the wrapper's module changed since
     for args in (("evaluate", str(run_dir)), ("train", "--resume", str(run_dir), "--serial", "--quiet")):
         refused = call_a3c(*args)

@@ -146,7 +146,8 @@ def make_fixed_length(length: int = 10) -> gym.Env:
 
 
 class Doubled(gym.ObservationWrapper):
-    """A wrapper (``tests.support.envs:Doubled``): observations times 2, in a Box twice as wide."""
+    """A wrapper (``tests.support.envs:Doubled``): observations times 2, in a Box twice as wide, and
+    rewards times 2."""
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
@@ -155,3 +156,7 @@ class Doubled(gym.ObservationWrapper):
 
     def observation(self, observation):
         return 2 * observation
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, 2 * reward, terminated, truncated, info
