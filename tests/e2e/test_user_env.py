@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import a3c
+from a3c.core import user_code
 from tests.support import envs as support_envs
 from tests.support.commands import a3c_env, call_a3c, call_a3c_train
 from tests.support.run_files import read_json
@@ -82,7 +83,7 @@ if __name__ == "__main__":
 """
 
 
-def test_a_scripts_env_and_wrapper_train_with_workers_and_load_in_python_only(tmp_path):
+def test_a_scripts_env_and_wrapper_train_with_workers_and_load_in_python_only(tmp_path, monkeypatch):
     script, run_dir = tmp_path / "script.py", tmp_path / "run"
     script.write_text(textwrap.dedent(SCRIPT))
     result = subprocess.run([sys.executable, str(script), str(run_dir)], env=a3c_env(), cwd=tmp_path,
@@ -93,10 +94,16 @@ def test_a_scripts_env_and_wrapper_train_with_workers_and_load_in_python_only(tm
     refused = call_a3c("evaluate", str(run_dir))  # the command does not unpickle the script's classes
     assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
     assert "'__main__:Coin' was defined in the script" in refused.stderr and "a3c.load" in refused.stderr
-    policy = a3c.load(run_dir)  # a later session: the classes come back from the run dir
+    # A later session: the classes come back from the run dir (this process's objects forgotten before each).
+    monkeypatch.setattr(user_code, "_REGISTRY", {})
+    policy = a3c.load(run_dir)
     assert policy.spaces.obs_shape == (2,)  # the wrapped env's
     obs, _ = policy.make_env().reset(seed=0)
     assert obs.tolist() in ([-1.0, 0.5], [1.0, 0.5]) and policy.predict(obs).shape == ()
+    steps = int(read_json(run_dir / "summary.json")["total_steps"])
+    monkeypatch.setattr(user_code, "_REGISTRY", {})
+    resumed = a3c.resume(run_dir, serial=True, max_steps=steps + 100)
+    assert resumed.exit_code == 0 and resumed.summary["total_steps"] >= steps + 100
 
 
 class Repeated(gym.ObservationWrapper):
