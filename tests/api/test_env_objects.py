@@ -4,6 +4,8 @@ Ray backend cannot ship is refused before the run dir exists."""
 
 from __future__ import annotations
 
+import threading
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -68,4 +70,17 @@ def test_the_ray_backend_refuses_objects_it_cannot_import(tmp_path):
     match = r"^--backend: ray is not allowed with .*Local \(defined in a script or notebook"
     with pytest.raises(a3c.BadInput, match=match):
         a3c.train(Local, wrappers=[Flipped], backend="ray", run_dir=tmp_path / "run", max_steps=100)
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_object_that_cannot_be_pickled_is_refused_before_the_run_dir(tmp_path):
+    lock = threading.Lock()
+
+    def locked(env):  # holds a lock: no process can be sent it, no run dir can keep it
+        with lock:
+            return env
+
+    match = r"^wrappers: '.*locked' cannot be sent to the worker processes \(TypeError: cannot pickle"
+    with pytest.raises(a3c.BadInput, match=match):
+        a3c.train("CartPole-v1", wrappers=[locked], serial=True, run_dir=tmp_path / "run", max_steps=100)
     assert not (tmp_path / "run").exists()
