@@ -229,8 +229,9 @@ def _config_file(
 def _fresh_config(
     env_id: str, options: dict[str, Any], parsed: dict[str, Any], from_file: dict[str, Any], use_preset: bool
 ) -> tuple[Config, EnvInfo, bool, str]:
-    """A new run's config and env; whether the env's preset was skipped (the env kwargs change the spaces it
-    was measured on); the worker count the preset or the file asks for (``auto`` when neither does)."""
+    """A new run's config and env; whether the env's preset was skipped (the env kwargs or wrappers change
+    the spaces it was measured on); the worker count the preset or the file asks for (``auto`` when neither
+    does)."""
     from a3c.training.resolve import resolve_config
     from a3c_envs import inspect_env, load_preset
 
