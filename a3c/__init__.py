@@ -1,8 +1,8 @@
 """a3c: asynchronous advantage actor-critic.
 
-The Python API (docs/api.md): ``a3c.train(env_id, **config) -> Run`` and ``a3c.load(path) -> Policy``,
-imported when first used, so that ``import a3c`` (and the ``a3c`` command) stays quick. The version is
-written in ``a3c.core.version`` only (setup.cfg reads it there)."""
+The Python API (docs/api.md): ``a3c.train(env, **config) -> Run`` (an env id, class or factory) and
+``a3c.load(path) -> Policy``, imported when first used, so that ``import a3c`` (and the ``a3c`` command)
+stays quick. The version is written in ``a3c.core.version`` only (setup.cfg reads it there)."""
 
 from typing import Any
 

@@ -141,7 +141,7 @@ def train(
     if setup.skipped_preset and not quiet:
         print(
             f"preset: {setup.config.env_id}'s is not used: it is for the env's default spaces, which the env "
-            "kwargs change",
+            "kwargs or wrappers change",
             file=sys.stderr,
         )
     if setup.auto_workers and not quiet:  # once the run dir exists: bad input stays one line

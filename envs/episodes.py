@@ -8,6 +8,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from a3c_envs.user_envs import is_factory
+
 # An env with no time limit of its own: greedy episodes end here (a user's env; set eval_max_steps to change).
 NO_LIMIT_EVAL_STEPS = 10_000
 
@@ -18,11 +20,12 @@ def eval_step_limit(
     """The most steps of one greedy episode: ``configured`` (the config's ``eval_max_steps``) when set, else
     the env's own time limit (a ``max_episode_steps`` among its ``env_kwargs``, else its spec's; ALE v5's
     27,000 agent steps come from the emulator's frame limit, not from the spec), else
-    ``NO_LIMIT_EVAL_STEPS``. A ``module:Name`` id is looked up as ``Name`` (its module imported by then)."""
+    ``NO_LIMIT_EVAL_STEPS``. A ``module:Name`` id is looked up as ``Name`` (its module imported by then); an
+    env factory's reference (``a3c_envs.user_envs``) has no spec."""
     if configured is not None:
         return configured
     limit = (env_kwargs or {}).get("max_episode_steps")
-    if limit is None:
+    if limit is None and not is_factory(env_id):
         try:
             spec = gym.spec(env_id.split(":")[-1])
         except Exception:  # noqa: BLE001 - an id gymnasium cannot look up (its module not imported yet)

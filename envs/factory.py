@@ -18,6 +18,7 @@ from a3c_envs.atari import is_atari, make_atari, register_atari
 from a3c_envs.atari_vector import NativeAtariVectorEnv, native_unsupported
 from a3c_envs.errors import EnvSetupError
 from a3c_envs.space_check import check_spaces, encode_observations, observation_encoding, spaces_of
+from a3c_envs.user_envs import apply_wrappers, is_factory, make_from_factory
 from a3c_envs.vector import SerialVectorEnv
 
 
@@ -101,9 +102,15 @@ def make_env(
     *,
     frame_stack: int = 1,
     encode: bool = True,
+    wrappers: tuple[str, ...] | list[str] = (),
     **kwargs: Any,
 ) -> gym.Env:
     """Make one env (time limit included, from its spec), reset it once with ``seed`` when one is given.
+
+    ``env_id``: a Gymnasium id, or the reference of an env factory (``"pkg.mod:make_env"``,
+    ``"__main__:MyEnv"``: ``a3c_envs.user_envs``), which is called with ``kwargs``. ``wrappers``:
+    references of callables ``env -> env``, applied in order to the env as made (after Atari's
+    preprocessing, before the encoding).
 
     ``encode``: observations as the model takes them (``a3c_envs.space_check.encode_observations``: a Discrete
     one-hot, a Tuple or Dict flattened, as float32); False: as the env gives them.
@@ -116,11 +123,13 @@ def make_env(
 
     Raises:
         EnvSetupError: unknown id (close registered names are suggested), an id whose module is missing, or
-            a ``frame_stack`` the env cannot take.
+            a ``frame_stack`` the env cannot take; a factory or a wrapper that raises or returns no env.
     """
     _check_frame_stack(env_id, frame_stack)
     with _setup_errors(env_id, kwargs):
-        if is_atari(env_id):
+        if is_factory(env_id):
+            env = make_from_factory(env_id, kwargs)
+        elif is_atari(env_id):
             if not register_atari():
                 raise ModuleNotFoundError("ale_py is not installed", name="ale_py")
             env = make_atari(env_id, training, frame_stack=frame_stack, **kwargs)
@@ -128,6 +137,7 @@ def make_env(
             env = gym.make(env_id, **kwargs)
     if frame_stack > 1 and not is_atari(env_id):
         _refuse_stack(env_id, frame_stack, env)
+    env = apply_wrappers(env, wrappers)
     if encode:
         env = encode_observations(env)
     if seed is not None:
@@ -145,16 +155,23 @@ def _extra_hint(module: str | None) -> str:
     return f"; install it with {install_hint(extra)}" if extra else ""
 
 
-def inspect_env(env_id: str, *, frame_stack: int = 1, env_kwargs: dict[str, Any] | None = None) -> EnvInfo:
+def inspect_env(
+    env_id: str,
+    *,
+    frame_stack: int = 1,
+    env_kwargs: dict[str, Any] | None = None,
+    wrappers: tuple[str, ...] | list[str] = (),
+) -> EnvInfo:
     """Make the env once, check its spaces and return the facts the config and the model need.
 
     ``frame_stack``: as ``make_env``'s; the spaces are those of the stacked observations (Atari, k > 1:
     ``obs_shape == (k, 84, 84)``), the same on the native vector env. ``obs_shape`` is that of the encoded
     observations (``make_env``'s ``encode``). ``env_kwargs``: ``make_env``'s keyword arguments (they may
-    change the spaces: LunarLander-v3's ``continuous=True``).
+    change the spaces: LunarLander-v3's ``continuous=True``). ``wrappers``: ``make_env``'s (the spaces are
+    those of the wrapped env).
     """
     # The env's own spaces, to check and name.
-    env = make_env(env_id, frame_stack=frame_stack, encode=False, **(env_kwargs or {}))
+    env = make_env(env_id, frame_stack=frame_stack, encode=False, wrappers=wrappers, **(env_kwargs or {}))
     try:
         check_spaces(env_id, env.observation_space, env.action_space)
         spec = env.spec
@@ -171,9 +188,13 @@ def inspect_env(env_id: str, *, frame_stack: int = 1, env_kwargs: dict[str, Any]
         env.close()
 
 
-def _use_native(env_id: str, native: bool | None, kwargs: dict[str, Any]) -> bool:
+def _use_native(env_id: str, native: bool | None, kwargs: dict[str, Any], wrappers: Any = ()) -> bool:
     """Whether to step ``env_id`` in ale-py's C++ vector env: ``native`` None = when it can, True = must."""
     if native is False:
+        return False
+    if wrappers:  # the C++ envs are made without make_env: no place for a wrapper
+        if native:
+            raise EnvSetupError(f"native: True is not allowed with wrappers {list(wrappers)}; expected None")
         return False
     if not is_atari(env_id):
         if native:
@@ -192,6 +213,7 @@ def make_vector_env(
     *,
     frame_stack: int = 1,
     native: bool | None = False,
+    wrappers: tuple[str, ...] | list[str] = (),
     **kwargs: Any,
 ) -> gym.vector.VectorEnv:
     """K copies of ``env_id`` stepped as one batch, in this process.
@@ -201,34 +223,41 @@ def make_vector_env(
     truncated step needs for its bootstrap value. Seed it with ``reset(seed=s)``: env i gets ``s + i``.
     The arrays it returns are overwritten by its next step: callers copy them into their own buffers.
     ``training``: the learner's envs (Atari: episodic life and clipped rewards, and ``reports_episodes``
-    with the whole games in ``info["episode"]``); the evaluator's are not. ``frame_stack`` and ``kwargs``:
-    as ``make_env``'s.
+    with the whole games in ``info["episode"]``); the evaluator's are not. ``frame_stack``, ``wrappers`` and
+    ``kwargs``: as ``make_env``'s.
 
     Atari ids run in ale-py's C++ vector env (``a3c_envs.atari_vector.NativeAtariVectorEnv``, same semantics)
-    when ``native`` is None and it can take the id and ``kwargs``, or when ``native`` is True (else
-    EnvSetupError); ``native=False`` (the default), and every other env, use ``SerialVectorEnv`` over
-    ``make_env``. Opt-in for now: unpinned it measured 0.9–1.1× the Python path's speed on the 2-core dev
-    machine, and its random streams and no-op draw differ, so a seed would replay differently.
+    when ``native`` is None and it can take the id and ``kwargs`` and there are no ``wrappers``, or when
+    ``native`` is True (else EnvSetupError); ``native=False`` (the default), and every other env, use
+    ``SerialVectorEnv`` over ``make_env``. Opt-in for now: unpinned it measured 0.9–1.1× the Python path's
+    speed on the 2-core dev machine, and its random streams and no-op draw differ, so a seed would replay
+    differently.
     """
     _check_frame_stack(env_id, frame_stack)
-    if _use_native(env_id, native, kwargs):
+    if _use_native(env_id, native, kwargs, wrappers):
         with _setup_errors(env_id, kwargs):
             return NativeAtariVectorEnv(env_id, num_envs, training, frame_stack=frame_stack, **kwargs)
-    fn = partial(make_env, env_id, training=training, frame_stack=frame_stack, **kwargs)
+    fn = partial(make_env, env_id, training=training, frame_stack=frame_stack, wrappers=wrappers, **kwargs)
     return SerialVectorEnv([fn] * num_envs)
 
 
 def make_eval_vector_env(
-    env_id: str, num_envs: int, *, frame_stack: int = 1, native: bool | None = False, **kwargs: Any
+    env_id: str,
+    num_envs: int,
+    *,
+    frame_stack: int = 1,
+    native: bool | None = False,
+    wrappers: tuple[str, ...] | list[str] = (),
+    **kwargs: Any,
 ) -> gym.vector.VectorEnv:
     """K copies of ``env_id`` for greedy evaluation episodes: the env's own numpy-vectorised implementation
     when it registers one (CartPole-v1's steps 100 envs in ~170 µs, ~10x faster than 100 Python envs),
     else ``make_vector_env`` (Atari: the native C++ envs when ``native`` allows, see there). Its autoreset
     mode may be NEXT_STEP: callers play one episode per env and stop counting an env at its first end, so
-    either mode gives the same episodes' returns. ``frame_stack``, ``native`` and ``kwargs``: as
-    ``make_vector_env``'s.
+    either mode gives the same episodes' returns. ``frame_stack``, ``native``, ``wrappers`` and ``kwargs``:
+    as ``make_vector_env``'s (wrappers and env factories always take the ``make_env`` path).
     """
-    plain = frame_stack == 1 and not kwargs and not native
+    plain = frame_stack == 1 and not kwargs and not native and not wrappers
     spec = gym.spec(env_id) if plain and ":" not in env_id and not is_atari(env_id) else None
     if spec is not None and spec.vector_entry_point is not None:
         try:
@@ -239,4 +268,6 @@ def make_eval_vector_env(
             return envs
         if envs is not None:  # observations to encode: make_env's wrappers do that
             envs.close()
-    return make_vector_env(env_id, num_envs, frame_stack=frame_stack, native=native, **kwargs)
+    return make_vector_env(
+        env_id, num_envs, frame_stack=frame_stack, native=native, wrappers=wrappers, **kwargs
+    )

@@ -49,14 +49,15 @@ def from_current_directory(module: str) -> bool:
     return elsewhere is None or elsewhere.origin != here.origin
 
 
-def check_env_module(env_id: str, trusted: bool, source: str) -> None:
+def check_env_module(env_id: str, trusted: bool, source: str, what: str = "env") -> None:
     """EnvSetupError (exit 2) when ``env_id`` came from ``source`` (a file) and making it would import a
-    module from the current directory, unless ``trusted`` (the user passed ``--trust-env-module``)."""
+    module from the current directory, unless ``trusted`` (the user passed ``--trust-env-module``). The
+    references of an env factory or of a wrapper (``pkg.mod:Name``) are checked alike: ``what`` names it."""
     module = env_module(env_id)
     if module is None or trusted or not from_current_directory(module):
         return
     raise EnvSetupError(
-        f"{source}: its env {env_id!r} would import module {module.split('.')[0]!r} from "
+        f"{source}: its {what} {env_id!r} would import module {module.split('.')[0]!r} from "
         f"{first_path_folder()!r} (the current directory, first on sys.path); pass {TRUST_FLAG} if you mean "
         "it (or install the module)"
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from a3c_envs.atari import is_atari, v5_id
+from a3c_envs.user_envs import is_factory
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -27,7 +28,10 @@ def preset_path(env_id: str) -> Path:
 
 def load_preset(env_id: str) -> dict[str, Any] | None:
     """The preset's values as a dict, or None when the env has no preset. A legacy Atari id
-    (``PongNoFrameskip-v4``) takes its game's v5 preset (``ALE-Pong-v5.toml``)."""
+    (``PongNoFrameskip-v4``) takes its game's v5 preset (``ALE-Pong-v5.toml``). An env factory
+    (``a3c_envs.user_envs``) has none."""
+    if is_factory(env_id):
+        return None
     path = preset_path(v5_id(env_id))
     if not path.exists():
         return None

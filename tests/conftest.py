@@ -146,6 +146,7 @@ SLOWEST_UNITS_S = {
     "tests/e2e/test_many_workers.py": 25,
     "tests/e2e/test_tune.py": 19,
     "tests/tools/test_race.py": 17,
+    "tests/e2e/test_user_env.py": 16,  # a script that trains with 2 workers, a serial learning run
     "tests/algo/test_optim.py": 15,
     "tests/e2e/test_deterministic.py": 14,
     "tests/api/test_notebook.py": 14,

@@ -187,6 +187,8 @@ def same_value(shown: str, value: object) -> bool:
             return float(shown) == float(value)
         except ValueError:
             return False
+    if value == ():  # a repeatable option given no times (--wrapper)
+        return shown == "none"
     return shown == str(value)
 
 
@@ -242,7 +244,9 @@ def test_every_config_field_with_an_option_is_a_train_option_with_the_fields_hel
     assert option_names == set(params).intersection(f.name for f in dataclasses.fields(Config)) - hand_written
     for f in option_fields():
         param = params[f.name]
-        assert param.opts == [f.metadata["option"]] and param.default is None, f.name  # None: not given
+        assert param.opts == [f.metadata["option"]] and (param.multiple or param.default is None), f.name
+        # None: not given (a repeatable option given no times reads (), which its callback makes None)
+        assert param.process_value(ctx, () if param.multiple else param.default) is None, f.name
         help_text = words(param.get_help_record(ctx)[1])
         field_help = f.metadata["help"]
         assert help_text.startswith(field_help[:1].upper() + field_help[1:] + "."), (f.name, help_text)

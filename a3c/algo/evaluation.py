@@ -115,7 +115,9 @@ def play_policy(
     model: nn.Module, config: Config, episodes: int, seed: int, obs_stats: RunningMeanStd | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """``episodes`` greedy episodes of ``model`` on fresh envs of ``config.env_id`` seeded from ``seed``."""
-    envs = make_eval_vector_env(config.env_id, episodes, frame_stack=config.frame_stack, **config.env_kwargs)
+    envs = make_eval_vector_env(
+        config.env_id, episodes, frame_stack=config.frame_stack, wrappers=config.wrappers, **config.env_kwargs
+    )
     try:
         normalize = None if obs_stats is None else obs_stats.normalize
         limit = eval_step_limit(config.env_id, config.eval_max_steps, config.env_kwargs)

@@ -136,6 +136,7 @@ class Learner:
             config.envs_per_worker,
             training=True,
             frame_stack=config.frame_stack,
+            wrappers=config.wrappers,
             **config.env_kwargs,
         )
         self.dist = action_dist(envs.single_action_space, config.squash, config.mean_l2_coef)

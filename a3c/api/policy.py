@@ -67,7 +67,8 @@ class Policy:
         from a3c_envs import make_env
 
         config = self.saved.config
-        return make_env(config.env_id, frame_stack=config.frame_stack, **{**config.env_kwargs, **kwargs})
+        kwargs = {**config.env_kwargs, **kwargs}
+        return make_env(config.env_id, frame_stack=config.frame_stack, wrappers=config.wrappers, **kwargs)
 
     def predict(
         self,
@@ -170,7 +171,13 @@ def load(path: str | Path, *, seed: int | None = None, trust_env_module: bool = 
     """The policy of a checkpoint, or of a run dir (its checkpoints/best.pt); a missing, broken or foreign
     file is BadInput with the message ``a3c evaluate`` prints. ``seed``: of the generator that
     ``predict(..., deterministic=False)`` draws with (None: fresh OS entropy). ``trust_env_module``: import
-    the module of the saved env id even from the current directory (``--trust-env-module``)."""
+    the module of the saved env id even from the current directory (``--trust-env-module``). An env factory,
+    wrappers or a network the run was given from a script or notebook come back from its run dir
+    (``user_code.pkl``, two levels above a checkpoint file; unpickling runs their code, so load only runs you
+    trust)."""
+    from a3c.core.user_code import CodeBook
     from a3c.rundir.checkpoints import load_policy
 
-    return Policy(load_policy(Path(path), trust_env_module), seed)
+    path = Path(path)
+    CodeBook.load(path if path.is_dir() else path.parent.parent)
+    return Policy(load_policy(path, trust_env_module), seed)

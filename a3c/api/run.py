@@ -4,6 +4,7 @@ files read back."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,7 @@ from a3c.core.extras import install_hint
 from a3c.rundir.lock import refuse_if_held
 
 if TYPE_CHECKING:
+    import gymnasium as gym
     import pandas as pd
 
 
@@ -84,7 +86,7 @@ class Run:
 
 
 def train(
-    env_id: str | None = None,
+    env: str | Callable[[], gym.Env] | None = None,
     *,
     run_dir: str | Path | None = None,
     config_file: str | Path | None = None,
@@ -97,9 +99,13 @@ def train(
     """Train as ``a3c train`` does (the same processes and run dir) and return the run when it ends.
 
     Args:
-        env_id: a Gymnasium env id (``--env``); None with a ``config_file`` that names one (``env_id``).
-        run_dir: where the run's files go (default ``runs/<env-id>/<time>-s<seed>``); ``force`` replaces an
-            earlier run there.
+        env: a Gymnasium env id (``--env``); or an env factory: a class or a function that returns a
+            ``gymnasium.Env``, called with the ``env_kwargs`` (none by default), or its reference
+            ``"pkg.module:name"``; None with a ``config_file`` that names one (``env_id``). A factory or a
+            wrapper defined in the script or notebook reaches the workers by value (cloudpickle) and is saved
+            in the run dir, for ``a3c.load``/``a3c.resume`` in a later Python session.
+        run_dir: where the run's files go (default ``runs/<env-id>/<time>-s<seed>``, a factory's own name for
+            ``<env-id>``); ``force`` replaces an earlier run there.
         config_file: a TOML file of config values (``--config``).
         preset: False ignores the env's preset (``--no-preset``).
         serial: one worker in this process (``--serial``).
@@ -107,6 +113,8 @@ def train(
             Jupyter notebook (``a3c.training.progress.can_show_live``), off elsewhere (a log file).
         **config: config fields (``a3c config-keys``), e.g. ``lr=3e-4``, ``max_seconds=60``,
             ``env_kwargs={"continuous": True}``; they win over everything else, like ``--set``.
+            ``wrappers=[...]``: callables ``env -> env`` (a ``gymnasium.Wrapper`` class, a function) or their
+            references, applied in order to every env the run makes (``--wrapper``); saved with the run.
 
     Call it from the main thread (it handles SIGINT and SIGTERM like the command: Ctrl-C or a notebook's
     interrupt stops the run cleanly and returns it); a script that calls it needs an
@@ -116,6 +124,15 @@ def train(
         BadInput: a bad argument, with the message ``a3c train`` prints after ``error:`` (a ValueError).
         TrainingFailed: the run failed (exit code 1); its files are kept.
     """
+    from a3c.core.user_code import register
+
+    if env is None:
+        env = config.pop("env_id", None)  # the keyword of earlier versions
+    env_id = env if env is None or isinstance(env, str) else register(env, "env_id")
+    if config.get("wrappers") is not None:
+        wrappers = config["wrappers"]
+        wrappers = [wrappers] if isinstance(wrappers, str) or not isinstance(wrappers, Sequence) else wrappers
+        config["wrappers"] = [w if isinstance(w, str) else register(w, "wrappers") for w in wrappers]
     where = {"run_dir": None if run_dir is None else Path(run_dir), "force": force, "resume": None}
     options = {"no_preset": not preset, "config_file": None if config_file is None else Path(config_file)}
     return _train(env_id, options, config, {**where, "serial": serial}, progress)
@@ -131,7 +148,12 @@ def resume(
 ) -> Run:
     """Continue ``run_dir`` from its checkpoints/last.pt, as ``a3c train --resume`` does (counters, CSVs and
     wall time continue); ``config`` values override the saved ones, except the env and the model's shape.
-    ``trust_env_module``: ``--trust-env-module``. Raises as ``train``."""
+    ``trust_env_module``: ``--trust-env-module``. An env factory or wrappers the run was given from a
+    script or notebook come back from the run dir (``user_code.pkl``: unpickling runs their code, so resume
+    only runs you trust). Raises as ``train``."""
+    from a3c.core.user_code import CodeBook
+
+    CodeBook.load(Path(run_dir))
     where = {"run_dir": None, "force": False, "resume": Path(run_dir), "serial": serial}
     return _train(None, {"trust_env_module": trust_env_module}, config, where, progress)
 

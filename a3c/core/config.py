@@ -144,6 +144,15 @@ class Config:
             "help": "image envs: frames per observation, newest last (derived: 4 for cnn without an LSTM)"
         },
     )
+    wrappers: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "help": "wrappers of every env the run makes, in order, each a pkg.module:Name of a callable "
+            "env -> env (repeatable); a resume keeps them",
+            "option": "--wrapper",
+            "shown_default": "none",
+        },
+    )
     gaussian_std: str = field(
         default="learned",
         metadata={
@@ -425,6 +434,13 @@ class Config:
             ("ray_shards", 1 <= self.ray_shards <= 64, "an integer in [1, 64]"),
         ]
         check_env_kwargs(self.env_kwargs)
+        checks.append(
+            (
+                "wrappers",
+                all(isinstance(w, str) and _WRAPPER.fullmatch(w) for w in self.wrappers),
+                "references pkg.module:Name of callables env -> env",
+            )
+        )
         for name, ok, allowed in checks:
             if not ok:
                 raise BadInput(f"{name}: {getattr(self, name)!r} is not allowed; expected {allowed}")
@@ -462,7 +478,10 @@ class Config:
 
 
 # What a3c passes to an env itself: an env keyword argument may not set them.
-RESERVED_ENV_KWARGS = ("render_mode", "seed", "training", "frame_stack", "encode", "native")
+RESERVED_ENV_KWARGS = ("render_mode", "seed", "training", "frame_stack", "encode", "native", "wrappers")
+# A wrapper's reference (a3c.core.user_code): module:qualname, where an object passed in Python may carry a
+# <lambda>, <locals> or a #2 in its name.
+_WRAPPER = re.compile(r"[A-Za-z_][\w.]*:[\w.<>#]+")
 
 
 def check_env_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -533,17 +552,29 @@ def coerce(name: str, value: Any) -> Any:
             items = re.split(r",\s*(?=[A-Za-z_]\w*\s*=)", value) if isinstance(value, str) else value
             return parse_kwargs(items, name)
         if typing.get_origin(base) is tuple:
-            items = value.split(",") if isinstance(value, str) else value
-            return tuple(int(x) for x in items)
+            return _to_tuple(typing.get_args(base)[0], value)
         if base is int:
             return _to_int(value)
         return base(value)
     except (TypeError, ValueError, OverflowError):
         kinds = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+        if typing.get_origin(base) is tuple and typing.get_args(base)[0] is str:
+            kinds[base] = "a list of pkg.module:Name strings"
         kind = kinds.get(
             base, "key=value items" if typing.get_origin(base) is dict else "comma-separated integers"
         ) + (f" or {AUTO}" if FIELDS[name].metadata.get("auto") else "")
         raise BadInput(f"{name}: {value!r} is not allowed; expected {kind}") from None
+
+
+def _to_tuple(kind: type, value: Any) -> tuple:
+    """A tuple of ``kind`` (int: hidden_sizes; str: wrappers' references) from a list or a comma-separated
+    string; TypeError/ValueError when an item is not one."""
+    items = value.split(",") if isinstance(value, str) else value
+    if kind is str:
+        if not isinstance(items, list | tuple) or not all(isinstance(x, str) for x in items):
+            raise TypeError(items)
+        return tuple(x.strip() for x in items)
+    return tuple(int(x) for x in items)
 
 
 def _to_int(value: Any) -> int:

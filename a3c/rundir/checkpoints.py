@@ -23,6 +23,7 @@ from a3c.core.spaces import Spaces
 from a3c.rundir.files import atomic_write
 from a3c_envs import inspect_env
 from a3c_envs.modules import check_env_module
+from a3c_envs.user_envs import code_references, refuse_unknown_script_code
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,16 @@ def load_policy(target: Path, trust_env_module: bool = False) -> SavedPolicy:
     data = load_checkpoint(path)
     config, spaces = saved_config(data, path)
     check_env_module(config.env_id, trust_env_module, f"checkpoint {str(path)!r}")
-    info = inspect_env(config.env_id, frame_stack=config.frame_stack, env_kwargs=config.env_kwargs)
+    for wrapper in config.wrappers:
+        check_env_module(wrapper, trust_env_module, f"checkpoint {str(path)!r}", "wrapper")
+    refuse_unknown_script_code(code_references(config), f"checkpoint {str(path)!r}")
+    info = inspect_env(
+        config.env_id, frame_stack=config.frame_stack, env_kwargs=config.env_kwargs, wrappers=config.wrappers
+    )
     if info.spaces != spaces:
         raise BadInput(
-            f"checkpoint: {str(path)!r} was trained for spaces {spaces}; {config.env_id} has {info.spaces}"
+            f"checkpoint: {str(path)!r} was trained for spaces {spaces}; {env_named(config)} has "
+            f"{info.spaces}"
         )
     try:
         model = build_model(config, spaces)
@@ -71,12 +78,19 @@ def load_policy(target: Path, trust_env_module: bool = False) -> SavedPolicy:
     return SavedPolicy(path, config, model.eval(), obs_stats, spaces)
 
 
+def env_named(config: Config) -> str:
+    """The run's env as errors name it: its id, and its wrappers when it has some."""
+    wrapped = f" wrapped by {', '.join(config.wrappers)}" if config.wrappers else ""
+    return f"{config.env_id}{wrapped}"
+
+
 # What playing a saved policy needs of its config. The rest (processes, budgets, timeouts, the evaluation
 # schedule) belongs to training: a resume validates it once the options given are merged in, so a run saved
 # before a bound existed (hang_timeout 2) still evaluates, and resumes with --hang-timeout 30.
 PLAY_FIELDS = (
     "env_id",
     "env_kwargs",
+    "wrappers",
     "hidden_sizes",
     "shared_body",
     "activation",

@@ -22,6 +22,7 @@ import torch
 
 from a3c.core.errors import BadInput
 from a3c.core.secrets import mask_secrets
+from a3c.core.user_code import CODE_FILE
 from a3c.rundir.lock import LOCK_NAME, lock_run_dir, refuse_if_held, unlock
 
 
@@ -40,6 +41,7 @@ RUN_ENTRIES = {
     "checkpoints",
     "tensorboard",
     "videos",
+    CODE_FILE,  # the user's objects sent by value (a3c.core.user_code)
 }
 
 

@@ -21,12 +21,13 @@ from a3c.rundir.checkpoints import LOG_STD_PARAM, load_checkpoint
 from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS, METRICS_COLUMNS, SYNC_COLUMNS
 
 # Fields that fix the env, the shape of the model or the optimizer state: a resume may not change them.
-# The env's keyword arguments too (they may change its spaces or its task); the model kind, the action
-# squashing, the observation normalisation and the reward scaling too: a model trained with them means
-# something else without them (reward scaling sets the critic's units).
+# The env's keyword arguments and its wrappers too (they may change its spaces or its task); the model
+# kind, the action squashing, the observation normalisation and the reward scaling too: a model trained
+# with them means something else without them (reward scaling sets the critic's units).
 SHAPE_FIELDS = (
     "env_id",
     "env_kwargs",
+    "wrappers",
     "hidden_sizes",
     "shared_body",
     "activation",
@@ -87,7 +88,7 @@ def check_compatible(checkpoint: dict[str, Any], config: Config, run_dir: Path) 
     saved = checkpoint["config"]
     for name in SHAPE_FIELDS:
         old, new = saved.get(name, getattr(_DEFAULTS, name)), getattr(config, name)
-        if name == "hidden_sizes":
+        if name in ("hidden_sizes", "wrappers"):
             old = tuple(old or ())
         if old != new:
             raise BadInput(

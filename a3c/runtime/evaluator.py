@@ -191,8 +191,13 @@ class Evaluator:
     ) -> tuple[np.ndarray, np.ndarray]:
         """``episodes`` greedy episodes of ``self.model`` on envs reset on ``seed``: (returns, lengths)."""
         if episodes not in self.envs:
+            config = self.config
             self.envs[episodes] = make_eval_vector_env(
-                self.config.env_id, episodes, frame_stack=self.config.frame_stack, **self.config.env_kwargs
+                config.env_id,
+                episodes,
+                frame_stack=config.frame_stack,
+                wrappers=config.wrappers,
+                **config.env_kwargs,
             )
         limit = eval_step_limit(self.config.env_id, self.config.eval_max_steps, self.config.env_kwargs)
         return play_greedy(

@@ -162,7 +162,13 @@ def _recording_env(config: Config, folder: Path, prefix: str) -> RecordVideo:
     _headless_rendering()
     env_id = config.env_id
     try:
-        env = make_env(env_id, frame_stack=config.frame_stack, render_mode="rgb_array", **config.env_kwargs)
+        env = make_env(
+            env_id,
+            frame_stack=config.frame_stack,
+            wrappers=config.wrappers,
+            render_mode="rgb_array",
+            **config.env_kwargs,
+        )
         fps = ATARI_HZ // FRAME_SKIP if is_atari(env_id) else None  # None: the env's own render_fps
         with warnings.catch_warnings():  # the folder exists (we made it); files are replaced whole
             warnings.filterwarnings("ignore", message=".*Overwriting existing videos")

@@ -12,6 +12,7 @@ heavy modules itself, so that ``a3c.cli`` can start the forkserver first.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable
 from dataclasses import Field, fields
 from pathlib import Path
@@ -72,6 +73,15 @@ def config_option(f: Field, config: type = Config) -> Callable[[F], F]:
     if kind is bool:
         return click.option(
             f.metadata["option"], f.name, is_flag=True, default=None, help=option_help(f, config)
+        )
+    if typing.get_origin(kind) is tuple and typing.get_args(kind)[0] is str:  # repeatable: --wrapper A
+        return click.option(
+            f.metadata["option"],
+            f.name,
+            multiple=True,
+            metavar="PKG.MODULE:NAME",
+            callback=lambda _ctx, _param, value: tuple(value) or None,  # none given: not given
+            help=option_help(f, config),
         )
     return click.option(
         f.metadata["option"],
@@ -145,6 +155,7 @@ def train_setup(
     """
     from a3c.core.config import check_env_kwargs, parse_set, parse_values
     from a3c.rundir.files import check_run_dir, default_run_dir
+    from a3c_envs.user_envs import run_name
 
     workers = options.get("workers")
     if serial and workers not in (None, 1, AUTO):
@@ -179,7 +190,7 @@ def train_setup(
         )
         auto = not serial and (asked == AUTO or (asked is None and from_preset == AUTO))
         checkpoint = None
-        run_dir = run_dir or default_run_dir(info.env_id, config.seed)
+        run_dir = run_dir or default_run_dir(run_name(info.env_id), config.seed)
         check_run_dir(run_dir, force)
     if serial and config.workers != 1:
         raise BadInput(f"workers: {config.workers} is not allowed with --serial; expected 1")
@@ -211,29 +222,37 @@ def _config_file(
     if file_env is not None and env_id is None and resume is None:
         check_env_module(file_env, trust, f"--config {str(path)!r}")
         env_id = file_env
+    for wrapper in from_file.get("wrappers", ()):
+        check_env_module(wrapper, trust, f"--config {str(path)!r}", "wrapper")
     return env_id, from_file
 
 
 def _fresh_config(
     env_id: str, options: dict[str, Any], parsed: dict[str, Any], from_file: dict[str, Any], use_preset: bool
 ) -> tuple[Config, EnvInfo, bool, str]:
-    """A new run's config and env; whether the env's preset was skipped (the env kwargs change the spaces it
-    was measured on); the worker count the preset or the file asks for (``auto`` when neither does)."""
+    """A new run's config and env; whether the env's preset was skipped (the env kwargs or wrappers change
+    the spaces it was measured on); the worker count the preset or the file asks for (``auto`` when neither
+    does)."""
     from a3c.training.resolve import resolve_config
     from a3c_envs import inspect_env, load_preset
 
     kwargs = options["env_kwargs"]
-    info = inspect_env(env_id, env_kwargs=kwargs)
+    # The wrappers as asked for (an option, --set or the file's); the config checks them once it is built.
+    wrappers = parsed.get("wrappers", options.get("wrappers") or from_file.get("wrappers") or ())
+    info = inspect_env(env_id, env_kwargs=kwargs, wrappers=wrappers)
     skipped = False
-    if use_preset and kwargs and load_preset(info.env_id) is not None:
+    if use_preset and (kwargs or wrappers) and load_preset(info.env_id) is not None:
         # A preset is measured on the env as made by default: not for one whose spaces the kwargs change.
         use_preset = inspect_env(env_id).spaces == info.spaces
         skipped = not use_preset
     config = resolve_config(info, options, parsed, use_preset=use_preset, from_file=from_file)
     preset = (load_preset(info.env_id) if use_preset else None) or {}
     from_preset = str(from_file.get("workers", preset.get("workers", AUTO))).strip().lower()
-    if config.frame_stack > 1 or config.env_kwargs != kwargs:  # the model is built for these spaces
-        info = inspect_env(env_id, frame_stack=config.frame_stack, env_kwargs=config.env_kwargs)
+    if config.frame_stack > 1 or config.env_kwargs != kwargs or config.wrappers != tuple(wrappers):
+        # the model is built for these spaces
+        info = inspect_env(
+            env_id, frame_stack=config.frame_stack, env_kwargs=config.env_kwargs, wrappers=config.wrappers
+        )
     return config, info, skipped, from_preset
 
 
@@ -253,6 +272,15 @@ def _check_ray(config: Config, serial: bool) -> None:
     exists, so a typo leaves nothing behind and nothing is overwritten."""
     if serial:
         raise BadInput("--serial: not allowed with --backend ray; expected the local backend")
+    from a3c.core.user_code import by_value
+    from a3c_envs.user_envs import code_references
+
+    sent = by_value(code_references(config))
+    if sent:
+        raise BadInput(
+            f"--backend: ray is not allowed with {', '.join(sent)} (defined in a script or notebook, or not "
+            "importable by name); expected the local backend, or the object in an importable module"
+        )
     try:
         import grpc  # noqa: F401 - the token check's client (backends/ray/token_auth.py)
         import psutil  # noqa: F401 - the listening check's reader (backends/ray/listening.py)

@@ -29,11 +29,12 @@ def resume_config(
     """
     import json
 
-    from a3c.rundir.checkpoints import saved_config
+    from a3c.rundir.checkpoints import env_named, saved_config
     from a3c.rundir.resume import check_compatible, check_logs, load_resume_checkpoint
     from a3c.training.resolve import layer
     from a3c_envs import inspect_env
     from a3c_envs.modules import check_env_module
+    from a3c_envs.user_envs import code_references, refuse_unknown_script_code
 
     checkpoint = load_resume_checkpoint(run_dir)
     saved, saved_spaces = saved_config(checkpoint, run_dir / "checkpoints" / "last.pt")
@@ -54,9 +55,17 @@ def resume_config(
             f"--config: env_id {from_file['env_id']!r} does not match the resumed run's env {saved.env_id!r}"
         )
     check_env_module(saved.env_id, trust, f"--resume: {str(run_dir)!r}")
-    info = inspect_env(saved.env_id, frame_stack=saved.frame_stack, env_kwargs=saved.env_kwargs)
+    for wrapper in saved.wrappers:
+        check_env_module(wrapper, trust, f"--resume: {str(run_dir)!r}", "wrapper")
+    refuse_unknown_script_code(code_references(saved), f"--resume: {str(run_dir)!r}")
+    info = inspect_env(
+        saved.env_id, frame_stack=saved.frame_stack, env_kwargs=saved.env_kwargs, wrappers=saved.wrappers
+    )
     if info.spaces != saved_spaces:
-        raise BadInput(f"--resume: the checkpoint's model does not fit {saved.env_id}'s spaces")
+        raise BadInput(
+            f"--resume: the checkpoint's model was built for spaces {saved_spaces}; {env_named(saved)} has "
+            f"{info.spaces}"
+        )
     values = saved.to_dict()
     for given in (from_file, {k: v for k, v in options.items() if v is not None}, overrides):
         layer(values, given)

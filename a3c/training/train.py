@@ -23,8 +23,10 @@ from a3c.algo.health import LearningHealth, box_entropy_floor, max_entropy
 from a3c.algo.optim import non_finite_counts
 from a3c.backends.base import Backend, BackendFailed
 from a3c.core.config import Config
+from a3c.core.errors import BadInput
 from a3c.core.records import EpisodeRecord, ErrorRecord, EvalRecord
 from a3c.core.seeding import child_seed
+from a3c.core.user_code import CodeBook, by_value
 from a3c.rundir import checkpoints
 from a3c.rundir.files import create_run_dir, run_metadata, write_json
 from a3c.rundir.lock import lock_run_dir, unlock
@@ -34,6 +36,7 @@ from a3c.runtime.state import SharedState, build_state
 from a3c.training.monitor import RunMonitor, format_summary
 from a3c.training.outcome import error_line, error_record, exit_status
 from a3c_envs import EnvInfo
+from a3c_envs.user_envs import code_references
 
 TICK_S = 0.1  # supervision period: how often the trainer looks at children, budgets and signals
 FINITE_CHECK_S = 1.0  # how often the shared parameters are checked for NaN/inf
@@ -74,14 +77,20 @@ class Trainer:
         self.obs_stats, self.reward_stats, self.stop = state.obs_stats, state.reward_stats, state.stop
         self.resume_index = 0 if resume is None else int(resume.get("resumes", 0)) + 1
         wall_before = 0.0 if resume is None else float(resume["wall_time"])
+        code = user_code_book(config)  # before the run dir: an object that cannot be sent is bad input
         self.run_dir, self.lock = claim(run_dir, force, resume is not None)
         try:  # held from here: released if the run cannot start (a caller in this process may retry)
             episodes_kept = 0 if resume is None else trim_logs(run_dir, resume)
             self.metadata = run_metadata()  # once: its git call would start a process at every checkpoint
             metadata = {**config.to_dict(), "serial": serial, **self.metadata, "resumes": self.resume_index}
             write_json(self.run_dir / "config.json", metadata)
+            # The user's objects no child can import by name go to every child by value (forkserver), and
+            # into the run dir for a later a3c.load/a3c.resume in Python (the command never reads them).
+            code.save(self.run_dir)
             self.start_time = time.time() - wall_before  # wall_time continues across a resume
-            self.shared = dataclasses.replace(state, run_dir=self.run_dir, start_time=self.start_time)
+            self.shared = dataclasses.replace(
+                state, run_dir=self.run_dir, start_time=self.start_time, code=code
+            )
             self.monitor = RunMonitor(config, run_dir, self.counters, self.start_time, show_progress, serial)
             self.monitor.health = learning_health(config, info)
             if resume is not None:
@@ -245,6 +254,25 @@ def learning_health(config: Config, info: EnvInfo) -> LearningHealth:
     floor (clip) or saturation (tanh)."""
     box_floor = box_entropy_floor(info.spaces, config.squash, config.target_return is not None)
     return LearningHealth(max_entropy(info.spaces), box_floor)
+
+
+def user_code_book(config: Config) -> CodeBook:
+    """The user's objects ``config`` names that a child cannot import by name (``a3c.core.user_code``), to
+    send to every child and save in the run dir; BadInput naming the one that cannot be pickled."""
+    import cloudpickle
+
+    book = CodeBook(by_value(code_references(config)))
+    for ref, obj in book.objects.items():
+        try:
+            cloudpickle.dumps(obj)
+        except Exception as exc:  # noqa: BLE001 - pickling raises many kinds (a lock, a file, a socket)
+            field = "env_id" if ref == config.env_id else "model" if ref == config.model else "wrappers"
+            raise BadInput(
+                f"{field}: {ref!r} cannot be sent to the worker processes ({type(exc).__name__}: "
+                f"{str(exc)[:160]}); expected an object cloudpickle can pickle, or one in an importable "
+                "module"
+            ) from None
+    return book
 
 
 def claim(run_dir: Path, force: bool, resumed: bool) -> tuple[Path, int | None]:

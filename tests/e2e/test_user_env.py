@@ -1,14 +1,24 @@
 """An env of the user's own, registered by its module (``a3c_envs.catch:Catch-v0``, the suite's), learns on
-the defaults derived from it: the spec's target, confirmed on 100 more episodes, with scaled rewards."""
+the defaults derived from it: the spec's target, confirmed on 100 more episodes, with scaled rewards. An env
+class and a wrapper defined in a script train with workers and load in a later session (not in the command:
+it never unpickles code); an importable factory and ``--wrapper`` train from the command line."""
 
 from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
+import textwrap
 
+import gymnasium as gym
+import numpy as np
 import pytest
 
 import a3c
+from a3c.core import user_code
+from tests.support import envs as support_envs
+from tests.support.commands import a3c_env, call_a3c, call_a3c_train
 from tests.support.run_files import read_json
 
 pytestmark = pytest.mark.slow
@@ -32,3 +42,105 @@ def test_a_module_registered_env_learns_on_derived_defaults(run_dir):
     with (run_dir / "eval.csv").open() as f:
         solving = [row for row in csv.DictReader(f) if float(row["mean_return"]) >= 0.9][0]
     assert int(solving["episodes"]) == 110  # 10 episodes, confirmed on 100 more
+
+
+SCRIPT = """
+import sys
+
+import gymnasium as gym
+import numpy as np
+
+import a3c
+
+
+class Coin(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.coin = 0, self.np_random.choice([-1.0, 1.0])
+        return np.array([self.coin], np.float32), {}
+
+    def step(self, action):
+        reward = float(int(action) == int(self.coin > 0))
+        self.t, self.coin = self.t + 1, self.np_random.choice([-1.0, 1.0])
+        return np.array([self.coin], np.float32), reward, False, self.t >= 10, {}
+
+
+class Padded(gym.ObservationWrapper):
+    def __init__(self, env):
+        super().__init__(env)
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def observation(self, observation):
+        return np.concatenate([observation, [0.5]]).astype(np.float32)
+
+
+if __name__ == "__main__":
+    run = a3c.train(Coin, wrappers=[Padded], workers=2, max_steps=400, run_dir=sys.argv[1], max_seconds=100)
+    print("exit", run.exit_code, run.config["env_id"], run.config["wrappers"])
+"""
+
+
+def test_a_scripts_env_and_wrapper_train_with_workers_and_load_in_python_only(tmp_path, monkeypatch):
+    script, run_dir = tmp_path / "script.py", tmp_path / "run"
+    script.write_text(textwrap.dedent(SCRIPT))
+    result = subprocess.run([sys.executable, str(script), str(run_dir)], env=a3c_env(), cwd=tmp_path,
+                            capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "exit 0 __main__:Coin ['__main__:Padded']" in result.stdout, result.stdout
+    assert int(read_json(run_dir / "summary.json")["total_steps"]) >= 400
+    refused = call_a3c("evaluate", str(run_dir))  # the command does not unpickle the script's classes
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert "'__main__:Coin' was defined in the script" in refused.stderr and "a3c.load" in refused.stderr
+    # A later session: the classes come back from the run dir (this process's objects forgotten before each).
+    monkeypatch.setattr(user_code, "_REGISTRY", {})
+    policy = a3c.load(run_dir)
+    assert policy.spaces.obs_shape == (2,)  # the wrapped env's
+    obs, _ = policy.make_env().reset(seed=0)
+    assert obs.tolist() in ([-1.0, 0.5], [1.0, 0.5]) and policy.predict(obs).shape == ()
+    steps = int(read_json(run_dir / "summary.json")["total_steps"])
+    monkeypatch.setattr(user_code, "_REGISTRY", {})
+    resumed = a3c.resume(run_dir, serial=True, max_steps=steps + 100)
+    assert resumed.exit_code == 0 and resumed.summary["total_steps"] >= steps + 100
+
+
+class Repeated(gym.ObservationWrapper):
+    """Each observation twice: the wrapper's spaces changed since the run was trained."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = gym.spaces.Box(-2.0, 2.0, (2 * space.shape[0],), np.float32)
+
+    def observation(self, observation):
+        return np.concatenate([observation, observation])
+
+
+def test_the_wrapper_option_and_a_factory_reference_on_the_command_line(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    result = call_a3c_train("--env", "tests.support.envs:make_fixed_length", "--env-kwarg", "length=5",
+                            "--wrapper", "tests.support.envs:Doubled", "--serial", "--max-steps", "200",
+                            "--quiet", "--run-dir", str(run_dir))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    config = read_json(run_dir / "config.json")
+    assert (config["env_id"], config["wrappers"]) == (
+        "tests.support.envs:make_fixed_length",
+        ["tests.support.envs:Doubled"],
+    )
+    episodes = list(csv.DictReader((run_dir / "episodes.csv").open()))
+    # The factory got its kwarg (5 steps), the learner's envs the wrapper (reward 2 a step), and so did
+    # a3c evaluate's.
+    assert episodes and {(row["length"], row["return"]) for row in episodes} == {("5", "10.0")}
+    evaluated = call_a3c("evaluate", str(run_dir), "--episodes", "2", "--json")
+    assert evaluated.returncode == 0 and json.loads(evaluated.stdout)["mean_return"] == 10.0, evaluated.stderr
+    monkeypatch.setattr(support_envs, "Doubled", Repeated)  # the wrapper's module changed since
+    for args in (("evaluate", str(run_dir)), ("train", "--resume", str(run_dir), "--serial", "--quiet")):
+        refused = call_a3c(*args)
+        assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
+        assert (
+            "tests.support.envs:make_fixed_length wrapped by tests.support.envs:Doubled has "
+            in refused.stderr
+        )
+        assert "(6,)" in refused.stderr and "(3,)" in refused.stderr, refused.stderr

@@ -25,6 +25,7 @@ BASE = Config(env_id="CartPole-v1")
 CHANGED = {
     "env_id": "Acrobot-v1",
     "env_kwargs": {"sutton_barto_reward": True},
+    "wrappers": ("tests.support.envs:Doubled",),
     "hidden_sizes": (32,),
     "shared_body": True,
     "activation": "relu",

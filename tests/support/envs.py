@@ -137,3 +137,26 @@ for name, entry_point in [
     gym.register(name, entry_point=entry_point, max_episode_steps=10)
 # Blind-v0 without a time limit: its episodes never end by themselves (greedy play must end them).
 gym.register("Endless-v0", entry_point=BlindEnv)
+
+
+def make_fixed_length(length: int = 10) -> gym.Env:
+    """An env factory (``tests.support.envs:make_fixed_length``, not a registered id): FixedLengthEnv cut
+    after ``length`` steps (an env kwarg)."""
+    return gym.wrappers.TimeLimit(FixedLengthEnv(), max_episode_steps=length)
+
+
+class Doubled(gym.ObservationWrapper):
+    """A wrapper (``tests.support.envs:Doubled``): observations times 2, in a Box twice as wide, and
+    rewards times 2."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = gym.spaces.Box(2 * space.low, 2 * space.high, space.shape, space.dtype)
+
+    def observation(self, observation):
+        return 2 * observation
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, 2 * reward, terminated, truncated, info

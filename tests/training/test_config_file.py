@@ -123,3 +123,17 @@ def test_on_a_resume_the_file_stands_over_the_saved_config_and_under_the_options
         BadInput, match="^--config: env_id 'CartPole-v1' does not match the resumed run's env"
     ):
         resumed({})
+
+
+def test_wrappers_from_the_file_options_and_set_and_the_guard_on_the_files(tmp_path, monkeypatch):
+    doubled, evil = "tests.support.envs:Doubled", "evil_wrappers:Evil"
+    setup_of = setup(tmp_path, f'wrappers = ["{doubled}"]\n')
+    assert setup_of.config.wrappers == (doubled,) and setup_of.info.spaces.obs_shape == (4,)
+    assert load_preset("CartPole-v1") is not None and setup_of.skipped_preset is False  # same spaces
+    assert setup(tmp_path, None, {"wrappers": (doubled, doubled)}).config.wrappers == (doubled, doubled)
+    assert setup(tmp_path, None, sets=(f"wrappers={doubled},{doubled}",)).config.wrappers == (doubled,) * 2
+    (tmp_path / "evil_wrappers.py").write_text("raise SystemExit('imported')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [str(tmp_path), *__import__("sys").path[1:]])
+    with pytest.raises(EnvSetupError, match=r"^--config '.*': its wrapper 'evil_wrappers:Evil' would import"):
+        setup(tmp_path, f'wrappers = ["{evil}"]\n')

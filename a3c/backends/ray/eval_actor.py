@@ -46,8 +46,9 @@ class EvalActor:
             with torch.no_grad():
                 self.flat.copy_(writable_tensor(weights))
             if episodes not in self.envs:
+                cfg = self.cfg
                 self.envs[episodes] = make_eval_vector_env(
-                    self.cfg.env_id, episodes, frame_stack=self.cfg.frame_stack, **self.cfg.env_kwargs
+                    cfg.env_id, episodes, frame_stack=cfg.frame_stack, wrappers=cfg.wrappers, **cfg.env_kwargs
                 )
 
             def stepped() -> bool:  # called by play_greedy before every step
