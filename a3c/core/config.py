@@ -134,7 +134,7 @@ class Config:
             "help": "network: mlp (flat observations), cnn (images, the A3C paper's), or pkg.module:name of "
             "your builder (observation_space, action_space) -> torch.nn.Module (docs/api.md, Your network)",
             "option": "--model",
-            "shown_default": "mlp, cnn for images",
+            "shown_default": "cnn for images, else mlp",
         },
     )
     lstm_size: int = field(default=0, metadata={"help": "cnn: LSTMCell width after the conv net; 0: none"})
