@@ -92,7 +92,7 @@ def train(
     serial: bool = False,
     progress: bool = False,
     **config: Any,
-) -> Run:
+) -> Run | list[Run]:
     """Train as ``a3c train`` does (the same processes and run dir) and return the run when it ends.
 
     Args:
@@ -103,7 +103,10 @@ def train(
         preset: False ignores the env's preset (``--no-preset``).
         serial: one worker in this process (``--serial``); ``progress``: the live line on stderr.
         **config: config fields (``a3c config-keys``), e.g. ``lr=3e-4``, ``max_seconds=60``,
-            ``env_kwargs={"continuous": True}``; they win over everything else, like ``--set``.
+            ``env_kwargs={"continuous": True}``; they win over everything else, like ``--set``. And
+            ``seeds=[0, 1, 2]`` (``--seeds``): one run per seed, one after another, each in
+            ``<run_dir>/s<seed>`` (default ``runs/<env-id>/<time>-seeds/s<seed>``); then the result is a
+            list of their ``Run``s (up to one that a signal stopped).
 
     Call it from the main thread (it handles SIGINT and SIGTERM like the command: Ctrl-C or a notebook's
     interrupt stops the run cleanly and returns it); a script that calls it needs an
@@ -113,9 +116,33 @@ def train(
         BadInput: a bad argument, with the message ``a3c train`` prints after ``error:`` (a ValueError).
         TrainingFailed: the run failed (exit code 1); its files are kept.
     """
+    if (seeds := config.pop("seeds", None)) is not None:  # not a config field: one run per seed
+        return _train_seeds(env_id, seeds, run_dir, dict(config_file=config_file, preset=preset, force=force,
+                            serial=serial, progress=progress, **config))  # fmt: skip
     where = {"run_dir": None if run_dir is None else Path(run_dir), "force": force, "resume": None}
     options = {"no_preset": not preset, "config_file": None if config_file is None else Path(config_file)}
     return _train(env_id, options, config, {**where, "serial": serial}, progress)
+
+
+def _train_seeds(env_id: str | None, seeds: list[int], parent: str | Path | None, kwargs: dict) -> list[Run]:
+    """``train(seeds=...)``: ``train(seed=s, run_dir=<parent>/s<s>, **kwargs)`` for each seed in turn, up
+    to the first that a signal stopped."""
+    from a3c.core.errors import BadInput
+    from a3c.training.seeds import check_seeds, seed_run_dir, seeds_dir, stopped_by_signal
+
+    seeds = check_seeds(seeds)
+    if "seed" in kwargs:
+        raise BadInput("seeds: not allowed with seed; the list gives every run's seed")
+    if parent is None:
+        if env_id is None:
+            raise BadInput("seeds: expected an env_id (or a run_dir for the runs) with a seed list")
+        parent = seeds_dir(env_id)
+    runs = []
+    for seed in seeds:
+        runs.append(train(env_id, run_dir=seed_run_dir(Path(parent), seed), seed=seed, **kwargs))
+        if stopped_by_signal(runs[-1].exit_code):
+            break
+    return runs
 
 
 def resume(
