@@ -97,3 +97,22 @@ def test_seed_groups_split_by_config_and_score_time_to_solve_only_where_all_solv
     assert groups.loc[0.1, "best_return"] == groups.loc[0.1, "best_return_low"] == 500.0
     assert groups.loc[0.1, "time_to_solve_s"] == 11.5
     assert np.isnan(groups.loc[0.2, "time_to_solve_s"])  # two of four solved
+
+
+def test_plot_draws_the_iqm_curve_of_a_seed_group(tmp_path, monkeypatch):
+    # Five seeds whose evaluations read 10 + seed: seed 40 is an outlier that moves the mean (19.2 at the
+    # first point) but not the IQM (11, 12, 13 → 12).
+    from matplotlib.figure import Figure
+
+    from a3c.tools.analysis import load_runs
+    from a3c.tools.plot import plot_runs
+    from tests.tools.test_plot_group_by import fake_run
+
+    for seed in (0, 1, 2, 3, 40):
+        fake_run(tmp_path, f"s{seed}", seed=seed, lr=0.1)
+    drawn = []
+    monkeypatch.setattr(
+        Figure, "savefig", lambda fig, *a, **k: drawn.append(fig.axes[0].lines[0].get_ydata())
+    )
+    plot_runs(load_runs(tmp_path), tmp_path / "x.png")
+    assert drawn[0][0] == 12.0 and drawn[0][-1] == 40.0  # the last point: 30 + 100 * lr for every run
