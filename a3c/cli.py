@@ -39,10 +39,20 @@ def cli() -> None:
 )
 @config_options("workers", "envs_per_worker", "seed", rest=True)  # rest: any new field with an option
 @click.option(
+    "--seeds",
+    "seeds_text",
+    default=None,
+    metavar="LIST",
+    help="One run per seed, one after another, e.g. 0-4 or 0,2,5 (instead of --seed): each in "
+    "<run-dir>/s<seed>; `a3c runs <run-dir>` then shows their IQM with its interval.  "
+    "[default run dir: runs/<env-id>/<YYYYmmdd-HHMMSS>-seeds]",
+)
+@click.option(
     "--run-dir",
     type=click.Path(path_type=Path),
     default=None,
-    help="Where the run's files go.  [default: runs/<env-id>/<YYYYmmdd-HHMMSS>-s<seed>]",
+    help="Where the run's files go (with --seeds: the folder of the seeds' run dirs).  "
+    "[default: runs/<env-id>/<YYYYmmdd-HHMMSS>-s<seed>]",
 )
 @click.option("--force", is_flag=True, help="Replace an existing run in --run-dir.")
 @click.option(
@@ -102,11 +112,13 @@ def train(
 ) -> None:
     """Train on ENV until the target return, a budget, Ctrl-C or SIGTERM.
 
-    Exit codes: 0 finished (solved or budget spent), 1 failure, 2 bad input, 130 SIGINT, 143 SIGTERM.
+    Exit codes: 0 finished (solved or budget spent), 1 failure, 2 bad input, 130 SIGINT, 143 SIGTERM; with
+    --seeds the highest of the runs' (a signal stops the list: the seeds after it do not start).
     """
     # The Config fields' options (a3c.training.options) come in ``options``, by field name, None where not
     # given.
     # --env-kwarg items → a dict (None: not given); --config goes to train_setup with the options.
+    seeds_text = options.pop("seeds_text")  # not a Config field: --seeds runs one config per seed
     env_kwargs = options.pop("env_kwargs")
     options["env_kwargs"] = parse_kwargs(env_kwargs, "--env-kwarg") if env_kwargs else None
     if video := options.pop("video"):  # not a Config field: a resume neither keeps nor refuses it
@@ -117,9 +129,11 @@ def train(
         from a3c.runtime.context import start_early
 
         start_early()
-    from a3c.core.cpus import SPARE_CPU_ABOVE
-    from a3c.training.train import Trainer
-
+    if seeds_text is not None:
+        flags = {"force": force, "serial": serial, "quiet": quiet, "video": bool(video)}
+        if resume is not None:
+            raise BadInput("--seeds: not allowed with --resume; resume each seed's run dir on its own")
+        sys.exit(_train_seeds(env_id, seeds_text, options, overrides, run_dir, flags))
     setup = train_setup(
         env_id,
         options,
@@ -129,6 +143,55 @@ def train(
         resume=resume,
         serial=serial,
     )
+    code = _run(setup, serial, force, quiet)
+    sys.exit(record_best(setup.run_dir, code) if video else code)
+
+
+def _train_seeds(
+    env_id: str | None,
+    seeds_text: str,
+    options: dict[str, Any],
+    overrides: tuple[str, ...],
+    parent: Path | None,
+    flags: dict[str, bool],
+) -> int:
+    """``a3c train --seeds``: every seed's run set up first (bad input leaves nothing behind), then each run
+    in turn, in ``<parent>/s<seed>``; the highest exit code. One after another, not side by side: each run's
+    workers already take a CPU each (docs/cli.md has the measurement). ``flags``: force, serial, quiet,
+    video."""
+    from a3c.core.config import parse_set
+    from a3c.training.seeds import parse_seeds, seed_run_dir, seeds_dir, stopped_by_signal, worst_exit
+
+    seeds = parse_seeds(seeds_text)
+    if options.get("seed") is not None or "seed" in parse_set(overrides):
+        raise BadInput("--seeds: not allowed with --seed or --set seed=...; the list gives every run's seed")
+    force, serial = flags["force"], flags["serial"]
+    setups = []
+    for seed in seeds:
+        where = None if parent is None else seed_run_dir(parent, seed)
+        setup = train_setup(env_id, {**options, "seed": seed}, overrides, run_dir=where, force=force,
+                            resume=None, serial=serial)  # fmt: skip
+        if parent is None:  # the env id is the resolved one (a --config file's, a registered name)
+            parent = seeds_dir(setup.info.env_id)
+            setup = setup._replace(run_dir=seed_run_dir(parent, seed))
+        setups.append(setup)
+    codes = []
+    for setup in setups:
+        code = _run(setup, serial, force, flags["quiet"])
+        codes.append(record_best(setup.run_dir, code) if flags["video"] else code)
+        if stopped_by_signal(code):
+            break
+    listed = " ".join(f"s{seed}={code}" for seed, code in zip(seeds, codes, strict=False))
+    print(f"seeds: {len(codes)} of {len(seeds)} runs in {parent} (exit codes {listed}); "
+          f"`a3c runs {parent}` shows their IQM", file=sys.stderr)  # fmt: skip
+    return worst_exit(codes)
+
+
+def _run(setup: Any, serial: bool, force: bool, quiet: bool) -> int:
+    """One run of ``setup`` (a TrainSetup), with the notes ``a3c train`` prints first; its exit code."""
+    from a3c.core.cpus import SPARE_CPU_ABOVE
+    from a3c.training.train import Trainer
+
     trainer = Trainer(
         setup.config,
         setup.info,
@@ -150,8 +213,7 @@ def train(
             f"less one above {SPARE_CPU_ABOVE}; --workers N to choose)",
             file=sys.stderr,
         )
-    code = trainer.run()
-    sys.exit(record_best(setup.run_dir, code) if video else code)
+    return trainer.run()
 
 
 @cli.command()

@@ -165,6 +165,7 @@ def test_evaluate_run_dir_without_checkpoints(capsys, tmp_path):
 # something the help says in words (the value of --run-dir is checked against default_run_dir below).
 NO_DEFAULT = {"env_id": "", "resume": "", "overrides": "", "ray_address": "none starts one", "run_dir": ""}
 NO_DEFAULT |= {"config_file": "", "env_kwargs": ""}  # --config FILE.toml, --env-kwarg KEY=VALUE
+NO_DEFAULT["seeds_text"] = "instead of --seed"  # a3c train --seeds LIST: one run per seed
 # Config fields whose default is None: what that means, as the help must say it.
 NONE_MEANS = {"max_steps": "no limit", "max_seconds": "no limit", "target_return": "reward_threshold"}
 NONE_MEANS["video"] = "no videos"  # a3c evaluate --video DIR

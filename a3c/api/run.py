@@ -95,7 +95,7 @@ def train(
     serial: bool = False,
     progress: bool | None = None,
     **config: Any,
-) -> Run:
+) -> Run | list[Run]:
     """Train as ``a3c train`` does (the same processes and run dir) and return the run when it ends.
 
     Args:
@@ -115,6 +115,9 @@ def train(
             ``env_kwargs={"continuous": True}``; they win over everything else, like ``--set``.
             ``wrappers=[...]``: callables ``env -> env`` (a ``gymnasium.Wrapper`` class, a function) or their
             references, applied in order to every env the run makes (``--wrapper``); saved with the run.
+            ``seeds=[0, 1, 2]`` (``--seeds``): one run per seed, one after another, each in
+            ``<run_dir>/s<seed>`` (default ``runs/<env-id>/<time>-seeds/s<seed>``); then the result is a
+            list of their ``Run``s (up to one that a signal stopped).
 
     Call it from the main thread (it handles SIGINT and SIGTERM like the command: Ctrl-C or a notebook's
     interrupt stops the run cleanly and returns it); a script that calls it needs an
@@ -133,9 +136,33 @@ def train(
         wrappers = config["wrappers"]
         wrappers = [wrappers] if isinstance(wrappers, str) or not isinstance(wrappers, Sequence) else wrappers
         config["wrappers"] = [w if isinstance(w, str) else register(w, "wrappers") for w in wrappers]
+    if (seeds := config.pop("seeds", None)) is not None:  # not a config field: one run per seed
+        return _train_seeds(env_id, seeds, run_dir, dict(config_file=config_file, preset=preset, force=force,
+                            serial=serial, progress=progress, **config))  # fmt: skip
     where = {"run_dir": None if run_dir is None else Path(run_dir), "force": force, "resume": None}
     options = {"no_preset": not preset, "config_file": None if config_file is None else Path(config_file)}
     return _train(env_id, options, config, {**where, "serial": serial}, progress)
+
+
+def _train_seeds(env_id: str | None, seeds: list[int], parent: str | Path | None, kwargs: dict) -> list[Run]:
+    """``train(seeds=...)``: ``train(seed=s, run_dir=<parent>/s<s>, **kwargs)`` for each seed in turn, up
+    to the first that a signal stopped."""
+    from a3c.core.errors import BadInput
+    from a3c.training.seeds import check_seeds, seed_run_dir, seeds_dir, stopped_by_signal
+
+    seeds = check_seeds(seeds)
+    if "seed" in kwargs:
+        raise BadInput("seeds: not allowed with seed; the list gives every run's seed")
+    if parent is None:
+        if env_id is None:
+            raise BadInput("seeds: expected an env_id (or a run_dir for the runs) with a seed list")
+        parent = seeds_dir(env_id)
+    runs = []
+    for seed in seeds:
+        runs.append(train(env_id, run_dir=seed_run_dir(Path(parent), seed), seed=seed, **kwargs))
+        if stopped_by_signal(runs[-1].exit_code):
+            break
+    return runs
 
 
 def resume(

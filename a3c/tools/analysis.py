@@ -14,7 +14,7 @@ from __future__ import annotations
 import glob
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,7 +154,65 @@ def _mean_present(values: np.ndarray, axis: int) -> np.ndarray:
     return np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
 
 
-def aggregate(
+def iqm(scores: np.ndarray, axis: int | None = None) -> np.ndarray | float:
+    """Interquartile mean: the mean of the middle half of ``scores`` (all of them, or along ``axis``).
+
+    Sorted, ``n // 4`` values are cut from each end (``scipy.stats.trim_mean(scores, 0.25)``, rliable's
+    ``aggregate_iqm``): 8 values keep the middle 4, 5 keep 3, 4 keep the middle 2 (their median), fewer
+    than 4 keep all (their mean). NaN values are absent ones: each slice counts only its present values,
+    and is NaN where none is.
+    """
+    values = np.asarray(scores, dtype=float)
+    if axis is None:
+        values, axis = values.reshape(-1), 0
+    ordered = np.moveaxis(np.sort(values, axis=axis), axis, -1)  # [..., n], NaN last
+    present = (~np.isnan(ordered)).sum(axis=-1, keepdims=True)  # [..., 1]
+    cut = present // 4
+    rank = np.arange(ordered.shape[-1])
+    kept = (rank >= cut) & (rank < present - cut)  # [..., n]
+    counts = kept.sum(axis=-1)
+    sums = np.where(kept, ordered, 0.0).sum(axis=-1)
+    result = np.divide(sums, counts, out=np.full(sums.shape, np.nan), where=counts > 0)
+    return float(result) if result.ndim == 0 else result
+
+
+def stratified_bootstrap_ci(
+    scores: np.ndarray,
+    statistic: Callable[[np.ndarray], np.ndarray] | None = None,
+    reps: int = 10_000,
+    size: float = 0.95,
+    rng: np.random.Generator | None = None,
+) -> tuple[np.ndarray | float, np.ndarray | float]:
+    """The stratified bootstrap ``size`` interval of ``statistic`` (default: the IQM of all scores), the
+    percentile method, as rliable computes it (Agarwal et al. 2021, "Deep RL at the edge of the
+    statistical precipice").
+
+    ``scores``: [runs] (one task) or [runs, tasks] (one column per task, e.g. env) or [runs, tasks, points]
+    (a curve: one statistic per point). Each of ``reps`` replications draws, for every task alone, ``runs``
+    runs with replacement from that task's runs (the strata: every replication keeps each task's share);
+    a curve's points share their run's draw. ``statistic`` maps a replication [reps, runs, tasks, ...] to
+    [reps, ...] (default: the IQM over runs and tasks together, NaN values left out). The interval is the
+    ``(1 - size) / 2`` and ``(1 + size) / 2`` percentiles of the replications (linear interpolation, NaN
+    ones left out); ``rng`` defaults to ``default_rng(0)``, so a table reads the same twice.
+    """
+    values = np.asarray(scores, dtype=float)
+    if values.ndim == 1:
+        values = values[:, None]
+    runs, tasks = values.shape[:2]
+    rng = np.random.default_rng(0) if rng is None else rng
+    picks = rng.integers(0, runs, size=(reps, runs, tasks))  # [reps, runs, tasks]
+    picks = picks.reshape(picks.shape + (1,) * (values.ndim - 2))
+    drawn = np.take_along_axis(values[None], picks, axis=1)  # [reps, runs, tasks, ...]
+    if statistic is None:
+        stats = iqm(drawn.reshape(reps, runs * tasks, *values.shape[2:]), axis=1)
+    else:
+        stats = statistic(drawn)
+    tail = 100 * (1 - size) / 2
+    low, high = np.nanpercentile(np.asarray(stats, dtype=float), [tail, 100 - tail], axis=0)
+    return (float(low), float(high)) if np.ndim(low) == 0 else (low, high)
+
+
+def aggregate(  # noqa: PLR0913 - the curve's options by name, as analysis.md shows them
     table: pd.DataFrame,
     x: str = "global_step",
     y: str = "mean_return",
@@ -162,17 +220,21 @@ def aggregate(
     points: int = 100,
     n_boot: int = 1000,
     held: Collection[str] | None = None,
+    statistic: str = "mean",
 ) -> pd.DataFrame:
-    """Mean of ``y`` across runs on a common grid of ``x``, with a bootstrap 95% CI over runs.
+    """Mean (or, ``statistic="iqm"``, the interquartile mean: ``iqm``) of ``y`` across runs on a common grid
+    of ``x``, with a bootstrap 95% interval over runs (for the IQM rliable's: ``stratified_bootstrap_ci``).
 
     Each run's curve is linearly interpolated onto ``points`` grid values from the earliest first ``x`` to
     the latest last ``x`` of the group; before its first point a run holds its first value. After its last
     point a run in ``held`` holds its last value (pass ``solved_runs(runs)``: a run that stopped at its
     target keeps the return it stopped with); any other run counts no further, so a run stopped early (a
     signal, a crash, a shorter budget) does not hold the mean at its last score. ``held=None``: every run
-    holds. Columns: the ``by`` keys, ``x``, ``mean``, ``ci_low``, ``ci_high``, ``n_runs`` (the runs counted
-    at that ``x``).
+    holds. Columns: the ``by`` keys, ``x``, ``mean`` (or ``iqm``), ``ci_low``, ``ci_high``, ``n_runs`` (the
+    runs counted at that ``x``).
     """
+    if statistic not in ("mean", "iqm"):
+        raise BadInput(f"statistic: {statistic!r} is not allowed; expected mean or iqm")
     held = None if held is None else {str(run) for run in held}  # paths or strings; never a Series' index
     frames = []
     for keys, group in table.groupby(list(by), dropna=False):  # a None value is a group too
@@ -191,14 +253,20 @@ def aggregate(
                 row[grid > float(c[x].iloc[-1])] = np.nan
             rows.append(row)
         values = np.stack(rows)  # [runs, points]
-        picks = rng.integers(0, len(curves), size=(n_boot, len(curves)))
-        boot_means = _mean_present(values[picks], axis=1)  # [n_boot, points]
+        if statistic == "iqm":  # one task: the runs are its stratum; the points share each run's draw
+            center = iqm(values, axis=0)
+            low, high = stratified_bootstrap_ci(values[:, None, :], reps=n_boot, rng=rng)
+        else:
+            picks = rng.integers(0, len(curves), size=(n_boot, len(curves)))
+            boot_means = _mean_present(values[picks], axis=1)  # [n_boot, points]
+            center = _mean_present(values, axis=0)
+            low, high = np.nanpercentile(boot_means, [2.5, 97.5], axis=0)
         frame = pd.DataFrame(
             {
                 x: grid,
-                "mean": _mean_present(values, axis=0),
-                "ci_low": np.nanpercentile(boot_means, 2.5, axis=0),
-                "ci_high": np.nanpercentile(boot_means, 97.5, axis=0),
+                statistic: center,
+                "ci_low": low,
+                "ci_high": high,
                 "n_runs": (~np.isnan(values)).sum(axis=0),
             }
         )
@@ -239,6 +307,71 @@ def curve_keys(runs: Runs, group_by: str | None = None) -> tuple[str, ...]:
             f"expected one of {', '.join(metadata_keys(runs))}"
         )
     return tuple(dict.fromkeys(("env_id", group_by)))
+
+
+# The per-run scores of a seed group (summary.json keys): the last evaluation's mean return, the best
+# evaluation's (the one best.pt holds: the maximum of noisy evaluations, so biased upward; the final score is
+# the one to compare), and the time to solve where every run of the group solved.
+SCORES = {
+    "final_return": "summary_last_mean_return",
+    "best_return": "summary_best_mean_return",
+    "time_to_solve_s": "summary_time_to_solve_s",
+}
+
+
+def seed_groups(runs: Runs, reps: int = 10_000, min_runs: int = 2) -> pd.DataFrame:
+    """One row per group of at least ``min_runs`` runs that differ only by seed (and RUN_SPECIFIC keys):
+    the IQM of each score of ``SCORES`` over the group's runs with its stratified bootstrap 95% interval.
+
+    Groups are made like ``a3c plot``'s curves (``curve_keys``: env_id and every config key in which the
+    runs differ). A run without summary.json (live, or killed) counts in ``n`` but in no score. The time to
+    solve is NaN unless every run of the group solved (an IQM of the solved runs alone would flatter the
+    config). Columns: the group keys, ``n``, ``solved`` (runs that solved), then ``<score>``,
+    ``<score>_low``, ``<score>_high`` for each score.
+    """
+    keys = list(curve_keys(runs))
+    table = runs.runs.copy()
+    for column in (*SCORES.values(), "summary_solved"):
+        if column not in table:
+            table[column] = np.nan
+    rows = []
+    for values, group in table.groupby(keys, dropna=False, sort=True):
+        if len(group) < min_runs:
+            continue
+        solved = int(group["summary_solved"].eq(True).sum())
+        row = {**dict(zip(keys, values, strict=True)), "n": len(group), "solved": solved}
+        for score, column in SCORES.items():
+            data = pd.to_numeric(group[column], errors="coerce").to_numpy(float)
+            data = data[~np.isnan(data)]
+            if score == "time_to_solve_s" and solved < len(group):
+                data = data[:0]
+            center = iqm(data) if len(data) else np.nan
+            low, high = stratified_bootstrap_ci(data, reps=reps) if len(data) else (np.nan, np.nan)
+            row.update({score: center, f"{score}_low": low, f"{score}_high": high})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def format_seed_groups(groups: pd.DataFrame) -> str:
+    """``seed_groups``' table as ``a3c runs`` prints it: each score as ``IQM [low, high]``, ``-`` where
+    there is none."""
+
+    def cell(row: pd.Series, score: str) -> str:
+        if np.isnan(row[score]):
+            return "-"
+        return f"{row[score]:.1f} [{row[f'{score}_low']:.1f}, {row[f'{score}_high']:.1f}]"
+
+    keys = [c for c in groups.columns if c not in ("n", "solved") and not c.startswith(tuple(SCORES))]
+    shown = groups[keys].rename(columns={"env_id": "env"}).copy()
+    shown["runs"] = groups["n"]
+    shown["solved"] = [f"{s}/{n}" for s, n in zip(groups["solved"], groups["n"], strict=True)]
+    for score, title in [
+        ("final_return", "final eval IQM [95% CI]"),
+        ("best_return", "best eval IQM [95% CI]"),
+        ("time_to_solve_s", "time to solve s IQM [95% CI]"),
+    ]:
+        shown[title] = [cell(row, score) for _, row in groups.iterrows()]
+    return shown.to_string(index=False)
 
 
 def checkpoint_returns(run_or_checkpoint: str | Path, episodes: int = 100, seed: int = 12345) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""Figures of runs: ``plot_runs`` draws what ``a3c plot`` writes (eval curves across seeds, smoothed training
-returns, throughput, policy lag) from the tables ``a3c.tools.analysis`` loads.
+"""Figures of runs: ``plot_runs`` draws what ``a3c plot`` writes (eval IQM curves across seeds, smoothed
+training returns, throughput, policy lag) from the tables ``a3c.tools.analysis`` loads.
 
 Needs the ``analysis`` extra (pandas, matplotlib)::
 
@@ -64,8 +64,8 @@ def plot_runs(
     group_by: str | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Path:
-    """A 2×2 figure: eval mean with a 95% CI band across seeds, smoothed training returns, throughput and
-    policy lag; saved to ``out`` (PNG, PDF or SVG by extension).
+    """A 2×2 figure: eval IQM (interquartile mean) with a stratified bootstrap 95% CI band across seeds,
+    smoothed training returns, throughput and policy lag; saved to ``out`` (PNG, PDF or SVG by extension).
 
     The eval panel has one curve per env and value of ``group_by`` (a metadata column, e.g. ``lr``; legend
     ``lr=0.001``); without it, one per env, split further by every config key in which the runs differ
@@ -86,16 +86,20 @@ def plot_runs(
     fig, axes = plt.subplots(2, 2, figsize=(12, 8), constrained_layout=True)
     ax = axes[0, 0]
     curve = (
-        aggregate(runs.eval, x=column, y="mean_return", by=keys, held=solved_runs(runs))
+        aggregate(runs.eval, x=column, y="mean_return", by=keys, held=solved_runs(runs), statistic="iqm")
         if len(runs.eval)
         else pd.DataFrame()
     )
     envs = runs.runs["env_id"].nunique()
     for values, group in curve.groupby(list(keys), dropna=False, sort=False) if len(curve) else []:
         n = int(group["n_runs"].max())
-        ax.plot(group[column], group["mean"], label=f"{_curve_label(keys, values, envs)} (n={n})")
+        ax.plot(group[column], group["iqm"], label=f"{_curve_label(keys, values, envs)} (n={n})")
         ax.fill_between(group[column], group["ci_low"], group["ci_high"], alpha=0.25)
-    ax.set(title="Evaluation: mean return, 95% bootstrap CI over runs", xlabel=label, ylabel="return")
+    ax.set(
+        title="Evaluation: IQM of the mean return over runs, stratified bootstrap 95% CI",
+        xlabel=label,
+        ylabel="return",
+    )
     ax = axes[0, 1]
     for run, group in runs.episodes.groupby("run") if len(runs.episodes) else []:
         group = group.sort_values(column)

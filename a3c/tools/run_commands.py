@@ -28,15 +28,21 @@ def _analysis(plotting: bool = False):
 @click.command()
 @click.argument("directory", type=click.Path(path_type=Path), default=Path("runs"), required=False)
 def runs(directory: Path) -> None:
-    """The runs under DIRECTORY (default runs/): env, seed, start, steps, wall, best eval, solved."""
+    """The runs under DIRECTORY (default runs/): env, seed, start, steps, wall, best eval, solved; then, for
+    each group of runs that differ only by seed, the IQM of their final and best eval return and time to
+    solve, with stratified bootstrap 95% intervals (docs/analysis.md)."""
     analysis = _analysis()
     try:
-        table = analysis.runs_table(analysis.load_runs(directory))
+        loaded = analysis.load_runs(directory)
     except FileNotFoundError:
         raise BadInput(
             f"DIRECTORY: no run directories (with a config.json) under {str(directory)!r}"
         ) from None
-    click.echo(table.to_string(index=False))
+    click.echo(analysis.runs_table(loaded).to_string(index=False))
+    groups = analysis.seed_groups(loaded)
+    if len(groups):
+        click.echo("\nseed groups: IQM over runs [stratified bootstrap 95% CI]")
+        click.echo(analysis.format_seed_groups(groups))
 
 
 @click.command()
@@ -58,8 +64,8 @@ def runs(directory: Path) -> None:
     help="One eval curve per value of this config key, e.g. lr.  [default: none: one per env and config]",
 )
 def plot(sources: tuple[Path, ...], output: Path, x_axis: str, group_by: str | None) -> None:
-    """Learning curves (eval mean with a 95% CI band across seeds, smoothed training returns), throughput and
-    policy lag of one or more runs, as one figure."""
+    """Learning curves (eval IQM with a stratified bootstrap 95% CI band across seeds, smoothed training
+    returns), throughput and policy lag of one or more runs, as one figure."""
     analysis = _analysis(plotting=True)
     if output.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise BadInput(f"--output: {str(output)!r} is not allowed; expected a .png, .pdf or .svg file")

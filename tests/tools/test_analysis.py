@@ -198,7 +198,8 @@ def test_load_runs_and_runs_table(three_seeds):
     table = runs_table(runs)
     assert sorted(table["seed"]) == [0, 1, 2] and set(table["env"]) == {"CartPole-v1"}
     listing = call_a3c("runs", str(three_seeds))
-    assert listing.returncode == 0 and listing.stdout.count("CartPole-v1") == 3
+    table, groups = listing.stdout.split("\nseed groups: ")  # the three runs are one seed group
+    assert listing.returncode == 0 and table.count("CartPole-v1") == 3 and groups.count("CartPole-v1") == 1
 
 
 @pytest.mark.slow
