@@ -9,6 +9,7 @@ from typing import Any
 from a3c.core.version import __version__
 
 __all__ = ["__version__", "BadInput", "Policy", "Run", "TrainingFailed", "load", "resume", "train"]
+__all__ += ["Callback", "CheckpointEvery", "RunContext", "StopOnNoImprovement"]  # callbacks
 
 
 def __getattr__(name: str) -> Any:

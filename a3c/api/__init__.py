@@ -3,5 +3,7 @@
 
 from a3c.api.policy import Policy, load
 from a3c.api.run import Run, TrainingFailed, resume, train
+from a3c.training.callbacks import Callback, CheckpointEvery, RunContext, StopOnNoImprovement
 
 __all__ = ["Policy", "Run", "TrainingFailed", "load", "resume", "train"]
+__all__ += ["Callback", "CheckpointEvery", "RunContext", "StopOnNoImprovement"]  # callbacks

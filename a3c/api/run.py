@@ -4,6 +4,7 @@ files read back."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,7 +83,7 @@ class Run:
             return pd.DataFrame()
 
 
-def train(
+def train(  # noqa: PLR0913 - keyword-only, one per a3c train option it stands for, and the callbacks
     env_id: str | None = None,
     *,
     run_dir: str | Path | None = None,
@@ -91,6 +92,7 @@ def train(
     force: bool = False,
     serial: bool = False,
     progress: bool = False,
+    callbacks: Sequence[Any] = (),
     **config: Any,
 ) -> Run:
     """Train as ``a3c train`` does (the same processes and run dir) and return the run when it ends.
@@ -102,6 +104,8 @@ def train(
         config_file: a TOML file of config values (``--config``).
         preset: False ignores the env's preset (``--no-preset``).
         serial: one worker in this process (``--serial``); ``progress``: the live line on stderr.
+        callbacks: objects with any of on_start, on_eval, on_episode, on_metrics, on_end, called in this
+            process as the rows arrive; a true return stops the run (``a3c.Callback``, docs/api.md).
         **config: config fields (``a3c config-keys``), e.g. ``lr=3e-4``, ``max_seconds=60``,
             ``env_kwargs={"continuous": True}``; they win over everything else, like ``--set``.
 
@@ -115,7 +119,7 @@ def train(
     """
     where = {"run_dir": None if run_dir is None else Path(run_dir), "force": force, "resume": None}
     options = {"no_preset": not preset, "config_file": None if config_file is None else Path(config_file)}
-    return _train(env_id, options, config, {**where, "serial": serial}, progress)
+    return _train(env_id, options, config, {**where, "serial": serial}, progress, callbacks)
 
 
 def resume(
@@ -124,17 +128,23 @@ def resume(
     serial: bool = False,
     progress: bool = False,
     trust_env_module: bool = False,
+    callbacks: Sequence[Any] = (),
     **config: Any,
 ) -> Run:
     """Continue ``run_dir`` from its checkpoints/last.pt, as ``a3c train --resume`` does (counters, CSVs and
     wall time continue); ``config`` values override the saved ones, except the env and the model's shape.
-    ``trust_env_module``: ``--trust-env-module``. Raises as ``train``."""
+    ``trust_env_module``: ``--trust-env-module``; ``callbacks`` as ``train``'s. Raises as ``train``."""
     where = {"run_dir": None, "force": False, "resume": Path(run_dir), "serial": serial}
-    return _train(None, {"trust_env_module": trust_env_module}, config, where, progress)
+    return _train(None, {"trust_env_module": trust_env_module}, config, where, progress, callbacks)
 
 
 def _train(
-    env_id: str | None, options: dict[str, Any], config: dict[str, Any], where: dict[str, Any], progress: bool
+    env_id: str | None,
+    options: dict[str, Any],
+    config: dict[str, Any],
+    where: dict[str, Any],
+    progress: bool,
+    callbacks: Sequence[Any] = (),
 ) -> Run:
     """``train``'s and ``resume``'s run; ``where``: ``train_setup``'s run_dir, force, resume and serial."""
     from a3c.training.options import train_setup
@@ -161,6 +171,7 @@ def _train(
             force=where["force"],
             show_progress=progress,
             resume=setup.checkpoint,
+            callbacks=callbacks,
         )
         run = Run(setup.run_dir, trainer.run())
     finally:

@@ -40,6 +40,7 @@ RUN_ENTRIES = {
     "checkpoints",
     "tensorboard",
     "videos",
+    "tracker.json",  # the experiment tracker's run id (a3c.training.trackers)
 }
 
 
