@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -193,7 +194,7 @@ class WandbTracker(Callback):
 
         self.run_dir = run.run_dir
         run_id = saved_id(run.run_dir, "wandb") if run.resumed else None
-        run_id = run_id or wandb.util.generate_id()
+        run_id = run_id or uuid.uuid4().hex[:8]  # W&B's ids: [a-z0-9], 8 as its own
         keep_id(run.run_dir, "wandb", run_id)
         self.run = wandb.init(
             project=os.environ.get("WANDB_PROJECT") or "a3c",

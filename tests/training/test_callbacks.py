@@ -141,3 +141,17 @@ def test_a_run_without_a_tracker_imports_none(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"
+
+
+def test_a_tracker_without_its_extra_is_one_line_before_anything_is_written(run_dir, monkeypatch):
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "mlflow" else found(name))
+    with pytest.raises(BadInput) as bad:
+        small_run(run_dir, [], track="mlflow")
+    assert str(bad.value) == (
+        "--track: mlflow needs the `mlflow` extra, which is not installed (mlflow missing); install it with "
+        "pip install -e '.[mlflow]'"
+    )
+    assert not run_dir.exists()
