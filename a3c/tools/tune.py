@@ -20,7 +20,6 @@ import click
 
 from a3c.core.errors import BadInput
 from a3c.core.secrets import mask_secrets
-from a3c.runtime.counters import StopReason
 from a3c.tools.tune_report import STUDY_NAME, best_trial, trials_table, write_best_preset
 from a3c.tools.tune_space import Param, TrialSpec, parse_space
 
@@ -42,7 +41,7 @@ class Reporter:
     the budget as ``trial.report(mean_return, k)`` and returns ``trial.should_prune()`` (True stops the run,
     exit reason ``pruned``)."""
 
-    stop_reason = StopReason.PRUNED
+    stop_reason = "pruned"  # a StopReason's name: summary.json's exit_reason
 
     def __init__(self, trial: Any, trial_seconds: float):
         self.trial, self.period, self.reported = trial, trial_seconds / REPORTS, set()

@@ -100,8 +100,8 @@ def failure(callback: Any, hook: str, exc: BaseException) -> ErrorRecord:
 class Callbacks:
     """The run's callbacks, called hook by hook; a callback that raised is called no more.
 
-    A callback may carry ``stop_reason`` (a StopReason) for the stop its true return asks for: a3c tune's
-    reporter stops as PRUNED; any other stops as CALLBACK."""
+    A callback may carry ``stop_reason``, a StopReason's name, for the stop its true return asks for: a3c
+    tune's reporter stops as "pruned"; any other as "callback"."""
 
     def __init__(self, callbacks: Iterable[Any] = ()):
         self.active = list(callbacks)
@@ -140,7 +140,7 @@ class Callbacks:
         if errors:
             raise CallbackFailed(errors[0])
         if stopping:
-            return getattr(stopping[0], "stop_reason", StopReason.CALLBACK)
+            return StopReason[getattr(stopping[0], "stop_reason", "callback").upper()]
         return None
 
     def end(self, summary: dict[str, Any]) -> list[ErrorRecord]:

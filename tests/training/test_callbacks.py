@@ -155,3 +155,22 @@ def test_a_tracker_without_its_extra_is_one_line_before_anything_is_written(run_
         "pip install -e '.[mlflow]'"
     )
     assert not run_dir.exists()
+
+
+def test_a_failing_on_start_ends_the_run_before_any_step_and_on_end_still_runs(run_dir, capsys):
+    ended: list[dict] = []
+
+    class Refuses(a3c.Callback):
+        def on_start(self, run):
+            assert run.run_dir == run_dir and not run.resumed and run.global_step == 0
+            raise OSError("no tracking server")
+
+    class Ends(a3c.Callback):
+        def on_end(self, summary):
+            ended.append(summary)
+
+    with pytest.raises(a3c.TrainingFailed):
+        small_run(run_dir, [Refuses(), Ends()])
+    assert "error: callback Refuses.on_start failed: OSError: no tracking server" in capsys.readouterr().err
+    assert [s["exit_reason"] for s in ended] == ["failed: callback Refuses.on_start"]
+    assert read_json(run_dir / "summary.json")["total_steps"] == 0 == data_rows(run_dir / "episodes.csv")
