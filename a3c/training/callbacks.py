@@ -104,6 +104,11 @@ class Callbacks:
     tune's reporter stops as "pruned"; any other as "callback"."""
 
     def __init__(self, callbacks: Iterable[Any] = ()):
+        one = any(callable(getattr(callbacks, hook, None)) for hook in HOOKS)
+        if one or isinstance(callbacks, str | bytes | dict) or not isinstance(callbacks, Iterable):
+            raise BadInput(
+                f"callbacks: {callbacks!r} is not allowed; expected a list of callbacks, e.g. callbacks=[...]"
+            )
         self.active = list(callbacks)
         for callback in self.active:
             if isinstance(callback, type) or not any(callable(getattr(callback, h, None)) for h in HOOKS):

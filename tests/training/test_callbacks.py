@@ -101,6 +101,8 @@ def test_checkpoint_every_saves_at_each_multiple_of_its_steps(run_dir):
 def test_a_callback_without_hooks_is_bad_input_before_anything_is_written(run_dir):
     with pytest.raises(BadInput, match=r"^callbacks: .*expected an object with at least one of the methods"):
         small_run(run_dir, [lambda row: True])
+    with pytest.raises(BadInput, match=r"^callbacks: <.*StopOnNoImprovement.*expected a list of callbacks"):
+        small_run(run_dir, a3c.StopOnNoImprovement(3))
     assert not run_dir.exists()
 
 
