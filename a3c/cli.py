@@ -149,7 +149,11 @@ def train(
             file=sys.stderr,
         )
     code = trainer.run()
-    sys.exit(record_best(setup.run_dir, code) if video else code)
+    if video and (code := record_best(setup.run_dir, code)) == 0 and setup.config.track != "none":
+        from a3c.training.trackers import log_videos  # the video is recorded after the tracker's end
+
+        code = log_videos(setup.run_dir, setup.config.track)
+    sys.exit(code)
 
 
 @cli.command()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import sys
 import threading
 import time
 import uuid
@@ -108,6 +109,36 @@ def run_status(exit_reason: str) -> str:
     if exit_reason.startswith("failed"):
         return "FAILED"
     return "KILLED" if exit_reason.startswith("SIG") else "FINISHED"
+
+
+def log_videos(run_dir: Path, track: str) -> int:
+    """``a3c train --video``'s end: the videos recorded after the run, into its tracked run (MLflow: logged to
+    the finished run; W&B: the run continued for them). The exit code: 0, or 1 (one line said why)."""
+    run_id = saved_id(run_dir, track)
+    videos = sorted((run_dir / "videos").glob("*.mp4"))
+    try:
+        if run_id is None:
+            raise ValueError(f"{run_dir / IDS_FILE} names no {track} run")
+        if track == "mlflow":
+            from mlflow.tracking import MlflowClient
+
+            client = MlflowClient()
+            for path in videos:
+                client.log_artifact(run_id, str(path), "videos")
+        else:
+            import wandb
+
+            project = os.environ.get("WANDB_PROJECT") or "a3c"
+            settings = wandb.Settings(console="off")
+            run = wandb.init(project=project, id=run_id, resume="allow", settings=settings)
+            for path in videos:
+                run.save(str(path), base_path=str(run_dir), policy="now")
+            run.finish()
+    except Exception as exc:  # the run and its video are saved: say why the tracker has no video
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"error: video not logged to {track}: {first}", file=sys.stderr)
+        return 1
+    return 0
 
 
 class MlflowTracker(Callback):

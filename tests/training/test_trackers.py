@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import a3c
+from a3c.training.trackers import log_videos
 from tests.support.commands import run_a3c
 from tests.support.extras import require_extra
 from tests.support.run_files import csv_rows, data_rows, read_json
@@ -51,6 +52,12 @@ def test_mlflow_logs_params_metrics_and_best_and_a_resume_continues_its_run(tmp_
     evals = client.get_metric_history(run_id, "eval/mean_return")
     assert sorted(m.step for m in evals) == [200, 400, 600]  # one per eval.csv row, at its global_step
     assert [a.path for a in client.list_artifacts(run_id, "checkpoints")] == ["checkpoints/best.pt"]
+
+    # a3c train --video's end: the video, recorded after the run, goes into the same MLflow run.
+    (run_dir / "videos").mkdir()
+    (run_dir / "videos" / "best-seed12345.mp4").write_bytes(b"not really a video")
+    assert log_videos(run_dir, "mlflow") == 0
+    assert [a.path for a in client.list_artifacts(run_id, "videos")] == ["videos/best-seed12345.mp4"]
 
 
 def wandb_records(path: Path) -> list[bytes]:
