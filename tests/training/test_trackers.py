@@ -28,6 +28,7 @@ def test_mlflow_logs_params_metrics_and_best_and_a_resume_continues_its_run(tmp_
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.chdir(tmp_path)  # the store's artifacts go to ./mlruns
     run_dir = tmp_path / "my-run"
     settings = {"serial": True, "eval_interval_steps": 200, "track": "mlflow"}
     a3c.train(ENV, run_dir=run_dir, max_steps=400, lr=2e-3, **settings)
