@@ -10,6 +10,7 @@ from a3c.core.version import __version__
 
 __all__ = ["__version__", "BadInput", "Policy", "Run", "TrainingFailed", "load", "resume", "train"]
 __all__ += ["evaluate_policy"]
+__all__ += ["Callback", "CheckpointEvery", "RunContext", "StopOnNoImprovement"]  # callbacks
 
 
 def __getattr__(name: str) -> Any:

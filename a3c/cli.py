@@ -144,7 +144,18 @@ def train(
         serial=serial,
     )
     code = _run(setup, serial, force, quiet)
-    sys.exit(record_best(setup.run_dir, code) if video else code)
+    sys.exit(_record_video(setup, code) if video else code)
+
+
+def _record_video(setup: Any, code: int) -> int:
+    """``--video``: the best policy's video, recorded after the run, and given to the run's tracker (whose run
+    ended with the training) when it has one; the exit code."""
+    code = record_best(setup.run_dir, code)
+    if code == 0 and setup.config.track != "none":
+        from a3c.training.trackers import log_videos
+
+        code = log_videos(setup.run_dir, setup.config.track)
+    return code
 
 
 def _train_seeds(
@@ -178,7 +189,7 @@ def _train_seeds(
     codes = []
     for setup in setups:
         code = _run(setup, serial, force, flags["quiet"])
-        codes.append(record_best(setup.run_dir, code) if flags["video"] else code)
+        codes.append(_record_video(setup, code) if flags["video"] else code)
         if stopped_by_signal(code):
             break
     listed = " ".join(f"s{seed}={code}" for seed, code in zip(seeds, codes, strict=False))

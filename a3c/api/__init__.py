@@ -4,6 +4,8 @@
 from a3c.api.evaluation import evaluate_policy
 from a3c.api.policy import Policy, load
 from a3c.api.run import Run, TrainingFailed, resume, train
+from a3c.training.callbacks import Callback, CheckpointEvery, RunContext, StopOnNoImprovement
 
 __all__ = ["Policy", "Run", "TrainingFailed", "load", "resume", "train"]
 __all__ += ["evaluate_policy"]
+__all__ += ["Callback", "CheckpointEvery", "RunContext", "StopOnNoImprovement"]  # callbacks

@@ -85,7 +85,7 @@ class Run:
             return pd.DataFrame()
 
 
-def train(
+def train(  # noqa: PLR0913 - keyword-only, one per a3c train option it stands for, and the callbacks
     env: str | Callable[[], gym.Env] | None = None,
     *,
     run_dir: str | Path | None = None,
@@ -94,6 +94,7 @@ def train(
     force: bool = False,
     serial: bool = False,
     progress: bool | None = None,
+    callbacks: Sequence[Any] = (),
     **config: Any,
 ) -> Run | list[Run]:
     """Train as ``a3c train`` does (the same processes and run dir) and return the run when it ends.
@@ -111,6 +112,8 @@ def train(
         serial: one worker in this process (``--serial``).
         progress: the live progress line on stdout; None (default): on where it can show live, a terminal or a
             Jupyter notebook (``a3c.training.progress.can_show_live``), off elsewhere (a log file).
+        callbacks: objects with any of on_start, on_eval, on_episode, on_metrics, on_end, called in this
+            process as the rows arrive; a true return stops the run (``a3c.Callback``, docs/api.md).
         **config: config fields (``a3c config-keys``), e.g. ``lr=3e-4``, ``max_seconds=60``,
             ``env_kwargs={"continuous": True}``; they win over everything else, like ``--set``.
             ``wrappers=[...]``: callables ``env -> env`` (a ``gymnasium.Wrapper`` class, a function) or their
@@ -141,7 +144,7 @@ def train(
                             serial=serial, progress=progress, **config))  # fmt: skip
     where = {"run_dir": None if run_dir is None else Path(run_dir), "force": force, "resume": None}
     options = {"no_preset": not preset, "config_file": None if config_file is None else Path(config_file)}
-    return _train(env_id, options, config, {**where, "serial": serial}, progress)
+    return _train(env_id, options, config, {**where, "serial": serial}, progress, callbacks)
 
 
 def _train_seeds(env_id: str | None, seeds: list[int], parent: str | Path | None, kwargs: dict) -> list[Run]:
@@ -171,18 +174,19 @@ def resume(
     serial: bool = False,
     progress: bool | None = None,
     trust_env_module: bool = False,
+    callbacks: Sequence[Any] = (),
     **config: Any,
 ) -> Run:
     """Continue ``run_dir`` from its checkpoints/last.pt, as ``a3c train --resume`` does (counters, CSVs and
     wall time continue); ``config`` values override the saved ones, except the env and the model's shape.
-    ``trust_env_module``: ``--trust-env-module``. An env factory or wrappers the run was given from a
+    ``trust_env_module``: ``--trust-env-module``; ``callbacks`` as ``train``'s. An env factory or wrappers the run was given from a
     script or notebook come back from the run dir (``user_code.pkl``: unpickling runs their code, so resume
     only runs you trust). Raises as ``train``."""
     from a3c.core.user_code import CodeBook
 
     CodeBook.load(Path(run_dir))
     where = {"run_dir": None, "force": False, "resume": Path(run_dir), "serial": serial}
-    return _train(None, {"trust_env_module": trust_env_module}, config, where, progress)
+    return _train(None, {"trust_env_module": trust_env_module}, config, where, progress, callbacks)
 
 
 def _train(
@@ -191,6 +195,7 @@ def _train(
     config: dict[str, Any],
     where: dict[str, Any],
     progress: bool | None,
+    callbacks: Sequence[Any] = (),
 ) -> Run:
     """``train``'s and ``resume``'s run; ``where``: ``train_setup``'s run_dir, force, resume and serial."""
     from a3c.training.options import train_setup
@@ -218,6 +223,7 @@ def _train(
             force=where["force"],
             show_progress=can_show_live() if progress is None else progress,
             resume=setup.checkpoint,
+            callbacks=callbacks,
         )
         run = Run(setup.run_dir, trainer.run())
     finally:

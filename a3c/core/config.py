@@ -272,6 +272,15 @@ class Config:
             "option": "--tensorboard",
         },
     )
+    track: str = field(
+        default="none",
+        metadata={
+            "help": "log the run to an experiment tracker: none, mlflow (MLFLOW_TRACKING_URI; extra "
+            "`mlflow`) or wandb (WANDB_MODE, WANDB_PROJECT; extra `wandb`)",
+            "option": "--track",
+            "choices": ("none", "mlflow", "wandb"),
+        },
+    )
     checkpoint_interval: float = field(
         default=60.0,
         metadata={
@@ -425,6 +434,7 @@ class Config:
             ),
             self._choice("squash"),
             self._choice("backend"),
+            self._choice("track"),
             (
                 "sync_interval",
                 finite(self.sync_interval) and 0.05 <= self.sync_interval <= 3600,

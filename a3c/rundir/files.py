@@ -42,6 +42,7 @@ RUN_ENTRIES = {
     "tensorboard",
     "videos",
     CODE_FILE,  # the user's objects sent by value (a3c.core.user_code)
+    "tracker.json",  # the experiment tracker's run id (a3c.training.trackers)
 }
 
 

@@ -106,7 +106,8 @@ class StopReason(enum.IntEnum):
     MAX_SECONDS = 3
     INTERRUPTED = 4
     FAILED = 5
-    PRUNED = 6  # the trainer's on_eval asked to stop (a3c tune pruning a trial)
+    PRUNED = 6  # a3c tune's callback asked to stop (pruning a trial)
+    CALLBACK = 7  # a callback asked to stop (a3c.training.callbacks)
 
     @property
     def is_budget(self) -> bool:

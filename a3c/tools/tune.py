@@ -38,19 +38,22 @@ class Outcome(NamedTuple):
 
 
 class Reporter:
-    """The Trainer's ``on_eval`` for one trial: reports the first evaluation in each twentieth k of the
-    budget as ``trial.report(mean_return, k)`` and returns ``trial.should_prune()`` (True stops the run)."""
+    """One trial's callback (a3c.training.callbacks): reports the first evaluation in each twentieth k of
+    the budget as ``trial.report(mean_return, k)`` and returns ``trial.should_prune()`` (True stops the run,
+    exit reason ``pruned``)."""
+
+    stop_reason = "pruned"  # a StopReason's name: summary.json's exit_reason
 
     def __init__(self, trial: Any, trial_seconds: float):
         self.trial, self.period, self.reported = trial, trial_seconds / REPORTS, set()
 
-    def __call__(self, record: Any) -> bool:
-        """Take one EvalRecord; True when the pruner says stop."""
-        step = int(record.wall_time / self.period)
+    def on_eval(self, row: dict[str, Any]) -> bool:
+        """Take one eval.csv row; True when the pruner says stop."""
+        step = int(row["wall_time"] / self.period)
         if step >= REPORTS or step in self.reported:  # after the budget: the final evaluation, the value
             return False
         self.reported.add(step)
-        self.trial.report(record.mean_return, step)
+        self.trial.report(row["mean_return"], step)
         return self.trial.should_prune()
 
 
@@ -212,8 +215,10 @@ def run_trial(study: Any, space: dict[str, Param], run: TrialSpec, study_dir: Pa
         run_dir = study_dir / f"trial-{trial.number:03d}"
         trial.set_user_attr("run_dir", str(run_dir))
         setup = trial_setup(run, params, run_dir)
-        trainer = Trainer(setup.config, setup.info, run_dir, serial=run.serial, show_progress=False)
-        trainer.on_eval = Reporter(trial, run.trial_seconds)
+        reporter = Reporter(trial, run.trial_seconds)
+        trainer = Trainer(
+            setup.config, setup.info, run_dir, serial=run.serial, show_progress=False, callbacks=[reporter]
+        )
         exit_code = trainer.run()
         # A signal the run took after it had chosen its exit code still stops the study (run_study).
         late_signal = trainer.signal_received if exit_code < 128 else None

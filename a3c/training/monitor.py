@@ -12,7 +12,7 @@ from typing import Any
 from a3c.algo.health import HealthWarning, LearningHealth
 from a3c.core.config import Config
 from a3c.core.records import ErrorRecord, EvalRecord, MetricsRecord
-from a3c.rundir.csvlog import EPISODE_COLUMNS, METRICS_COLUMNS, CsvLog
+from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS, METRICS_COLUMNS, CsvLog
 from a3c.rundir.tensorboard import TensorBoardLog
 from a3c.runtime.counters import Counters
 from a3c.training.progress import Progress
@@ -76,13 +76,17 @@ class RunMonitor:
             "warnings": [dataclasses.asdict(w) for w in self.warnings],
         }
 
-    def handle(self, record: Any) -> None:
-        """Take one message: a list of EpisodeRecord (one update's), an EvalRecord or an ErrorRecord."""
+    def handle(self, record: Any) -> list[tuple[str, dict[str, Any]]]:
+        """Take one message: a list of EpisodeRecord (one update's), an EvalRecord or an ErrorRecord. Returns
+        the rows it stands for, for the callbacks: (hook, row as eval.csv, episodes.csv or metrics.csv has
+        it, keyed by the file's columns)."""
+        rows: list[tuple[str, dict[str, Any]]] = []
         if self.tensorboard is not None:
             for item in record if isinstance(record, list) else [record]:
                 self.tensorboard.write(item)
         if isinstance(record, MetricsRecord):
             self.metrics_log.write(record)
+            rows.append(("on_metrics", dict(zip(METRICS_COLUMNS, record, strict=True))))
             self.lag_by_worker[record.worker] = record.policy_lag_mean
             for warning in self.health.observe(record, solved=self.solved_at is not None):
                 self.warnings.append(warning)
@@ -96,10 +100,12 @@ class RunMonitor:
                     max(self.last_row[1], episode.global_step),
                 )
                 self.episodes += 1
-                self.episodes_log.write(
-                    episode._replace(wall_time=self.last_row[0], global_step=self.last_row[1])
-                )
+                row = episode._replace(wall_time=self.last_row[0], global_step=self.last_row[1])
+                self.episodes_log.write(row)
+                rows.append(("on_episode", dict(zip(EPISODE_COLUMNS, row, strict=True))))
         elif isinstance(record, EvalRecord):
+            # The evaluator wrote this eval.csv row: the record's first fields.
+            rows.append(("on_eval", dict(zip(EVAL_COLUMNS, record[: len(EVAL_COLUMNS)], strict=True))))
             self.last_eval = record
             self.best_mean = record.best_mean_return
             self.best_selection = record.best_selection_mean
@@ -114,6 +120,7 @@ class RunMonitor:
                 )
         elif isinstance(record, ErrorRecord):
             self.errors.append(record)
+        return rows
 
     def refresh(self) -> None:
         """Show the current totals: steps, episodes, last and best eval, the workers' mean policy lag."""

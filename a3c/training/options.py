@@ -202,6 +202,10 @@ def train_setup(
         from a3c.rundir.tensorboard import check_available
 
         check_available()
+    if config.track != "none":  # before the run dir exists: a missing extra leaves nothing behind
+        from a3c.training.trackers import check_available as check_tracker
+
+        check_tracker(config.track)
     return TrainSetup(config, info, run_dir, checkpoint, auto_workers=auto, skipped_preset=skipped)
 
 

@@ -10,7 +10,8 @@ from a3c.core.records import ErrorRecord
 from a3c.runtime.counters import StopReason
 
 EXIT_CODES = {StopReason.SOLVED: 0, StopReason.MAX_STEPS: 0, StopReason.MAX_SECONDS: 0, StopReason.FAILED: 1}
-EXIT_CODES[StopReason.PRUNED] = 0  # ``on_eval`` asked to stop (a3c tune pruned the run): a clean end
+EXIT_CODES[StopReason.PRUNED] = 0  # a3c tune's callback asked to stop (it pruned the run): a clean end
+EXIT_CODES[StopReason.CALLBACK] = 0  # a callback asked to stop: a clean end
 
 
 def exit_status(reason: StopReason, errors: list[ErrorRecord], signum: int | None) -> tuple[int, str]:

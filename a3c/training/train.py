@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from a3c.rundir.lock import lock_run_dir, unlock
 from a3c.rundir.resume import trim_logs
 from a3c.runtime.counters import StopReason
 from a3c.runtime.state import SharedState, build_state
+from a3c.training.callbacks import CallbackFailed, Callbacks, RunContext
 from a3c.training.monitor import RunMonitor, format_summary
 from a3c.training.outcome import error_line, error_record, exit_status
 from a3c_envs import EnvInfo
@@ -53,12 +54,12 @@ class Trainer:
         force: replace an earlier run in ``run_dir``.
         show_progress: the live display.
         resume: a checkpoint from ``load_resume_checkpoint`` to continue from.
-
-    Set ``on_eval`` before ``run()`` to see each EvalRecord as it arrives; when it returns True the run stops
-    (exit 0, exit_reason "pruned"): how ``a3c tune`` reports a trial's curve and prunes it.
+        callbacks: objects with any of on_start, on_eval, on_episode, on_metrics, on_end
+            (``a3c.training.callbacks``), called in this process as the rows arrive; a tracker's
+            (``config.track``) is added after them.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only past the run dir, by name as a3c train and a3c tune pass them
         self,
         config: Config,
         info: EnvInfo,
@@ -68,8 +69,11 @@ class Trainer:
         force: bool = False,
         show_progress: bool = True,
         resume: dict[str, Any] | None = None,
+        callbacks: Iterable[Any] = (),
     ):
         self.config, self.info, self.serial = config, info, serial
+        self.callbacks = Callbacks(callbacks)  # checked before the run dir is claimed; the tracker last
+        self.callbacks.active += tracker_callbacks(config)
         torch.set_num_threads(1)  # invariant 3: measured 10x slower on 2 cores without it
         torch.manual_seed(config.seed)
         state = build_state(config, info.spaces, resume, str(run_dir / "checkpoints" / "last.pt"))
@@ -99,7 +103,6 @@ class Trainer:
             self.lock = unlock(self.lock)
             raise
         self.backend: Backend | None = None  # while the loop runs
-        self.on_eval: Callable[[EvalRecord], bool] | None = None
         self.restarts, self.signal_received = 0, None
         self.params_finite, self.handle_failed = True, False
         self.last_checkpoint = self.last_finite_check = time.monotonic()
@@ -113,7 +116,10 @@ class Trainer:
             signal.signal(signal.SIGTERM, self._on_signal)
             signal.signal(signal.SIGINT, self._on_signal)
             try:
+                self._start_callbacks()
                 self._loop()
+            except CallbackFailed as exc:  # an on_start: the learners never started
+                self.monitor.errors.append(exc.record)
             except Exception as exc:
                 self.monitor.errors.append(error_record(exc))
             return self._finish()
@@ -121,6 +127,14 @@ class Trainer:
             for s, handler in old_handlers.items():
                 signal.signal(s, handler)
             self.lock = unlock(self.lock)
+
+    def _start_callbacks(self) -> None:
+        """The callbacks' ``on_start``; the time they take (a tracker's connection) is not the run's."""
+        began = time.time()
+        self.callbacks.start(self._context())
+        self.start_time += time.time() - began
+        self.monitor.start_time = self.start_time
+        self.shared = dataclasses.replace(self.shared, start_time=self.start_time)
 
     def _loop(self) -> None:
         interrupted = lambda: self.signal_received is not None  # noqa: E731
@@ -149,16 +163,24 @@ class Trainer:
 
     def _take(self, records: list[Any]) -> None:
         for record in records:
+            rows = []
             try:
-                self.monitor.handle([record] if isinstance(record, EpisodeRecord) else record)
+                rows = self.monitor.handle([record] if isinstance(record, EpisodeRecord) else record)
             except Exception:  # e.g. a CSV write on a full disk: the run must stop, not lose rows silently
                 if not self.handle_failed:  # the first failure says why; the next records still get a try
                     self.handle_failed = True
                     self.monitor.errors.append(ErrorRecord("trainer", traceback.format_exc()))
             if isinstance(record, EvalRecord) and record.solved:
                 self.stop.stop(StopReason.SOLVED)
-            if isinstance(record, EvalRecord) and self.on_eval is not None and self.on_eval(record):
-                self.stop.stop(StopReason.PRUNED)  # the first reason wins: a solved run stays solved
+            for hook, row in rows:
+                try:
+                    reason = self.callbacks.row(hook, row)
+                except CallbackFailed as exc:  # the run stops as failed; its files are kept
+                    self.monitor.errors.append(exc.record)
+                    self.stop.stop(StopReason.FAILED)
+                    continue
+                if reason is not None:
+                    self.stop.stop(reason)  # the first reason wins: a solved run stays solved
 
     def _on_signal(self, signum, _frame) -> None:
         # Stop at once: a child ending on the same group signal then ended, and is not restarted as crashed.
@@ -206,9 +228,31 @@ class Trainer:
                 )
             )
 
+    def _context(self) -> RunContext:
+        """What the callbacks' ``on_start`` gets."""
+        config = {**self.config.to_dict(), "serial": self.serial, "resumes": self.resume_index}
+        step = self.counters.total_steps
+        return RunContext(self.run_dir, config, self.resume_index > 0, step, self._save_copy)
+
+    def _save_copy(self, path: Path | None) -> Path | None:
+        """A callback's checkpoint (``RunContext.save_checkpoint``): the shared state now, to ``path``
+        (default checkpoints/saved-<global_step>.pt); None when the weights are not finite."""
+        payload = self._payload()
+        if payload is None:
+            return None
+        path = path or self.run_dir / "checkpoints" / f"saved-{payload['global_step']:012d}.pt"
+        checkpoints.save_checkpoint(path, payload)
+        return path
+
     def _save_last(self) -> None:
         """Write checkpoints/last.pt (and its step-*.pt history) from one snapshot of the shared state."""
         self.last_checkpoint = time.monotonic()
+        payload = self._payload()
+        if payload is not None:
+            checkpoints.save_last(self.run_dir / "checkpoints", payload, self.config.keep_checkpoints)
+
+    def _payload(self) -> dict[str, Any] | None:
+        """A checkpoint of the shared state now (one snapshot), or None when its weights are not finite."""
         if self.backend is not None:
             self.backend.sync()
         payload = checkpoints.checkpoint_payload(
@@ -225,28 +269,45 @@ class Trainer:
         # payload holds copies), so a NaN that appeared since can never replace the last good checkpoint.
         if not all(bool(torch.isfinite(t).all()) for t in payload["model_state"].values()):
             self._check_finite()
-            return
-        checkpoints.save_last(self.run_dir / "checkpoints", payload, self.config.keep_checkpoints)
+            return None
+        return payload
 
     # -- the end ---------------------------------------------------------------------------------------------
 
     def _finish(self) -> int:
         self._check_finite()
-        exit_code, exit_reason = exit_status(self.stop.reason, self.monitor.errors, self.signal_received)
-        if self.monitor.errors:
-            print(error_line(self.monitor.errors[0]), file=sys.stderr)
+        saved = True
         if self.params_finite:
             try:
                 self._save_last()
             except OSError as exc:  # still write the summary below
                 print(f"error: could not write checkpoints/last.pt: {exc}", file=sys.stderr)
-                exit_code = exit_code or 1
+                saved = False
+        exit_code, exit_reason = exit_status(self.stop.reason, self.monitor.errors, self.signal_received)
         summary = self.monitor.summary(exit_reason, self.restarts)
+        ended = self.callbacks.end(summary)  # a tracker logs best.pt and closes its run
+        if ended:  # an on_end raised: the run failed after all
+            self.monitor.errors += ended
+            exit_code, summary["exit_reason"] = exit_status(
+                self.stop.reason, self.monitor.errors, self.signal_received
+            )
+        if self.monitor.errors:
+            print(error_line(self.monitor.errors[0]), file=sys.stderr)
+        exit_code = exit_code if saved else exit_code or 1
         write_json(self.run_dir / "summary.json", summary)
         self.monitor.refresh()  # the display ends on the final totals
         self.monitor.close()
         print(format_summary(summary, self.run_dir), flush=True)
         return exit_code
+
+
+def tracker_callbacks(config: Config) -> list[Any]:
+    """The experiment tracker ``config.track`` asks for, as callbacks ([] for none); imported only then."""
+    if config.track == "none":
+        return []
+    from a3c.training.trackers import tracker
+
+    return [tracker(config.track)]
 
 
 def learning_health(config: Config, info: EnvInfo) -> LearningHealth:

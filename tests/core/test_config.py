@@ -370,6 +370,7 @@ def test_fields_with_choices_allow_exactly_them():
         "gaussian_std",
         "squash",
         "backend",
+        "track",
         "sync_combine",
     }
     for f in choice_fields:

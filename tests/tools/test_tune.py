@@ -1,5 +1,5 @@
 """a3c tune's parts: the search space and its ``--space`` parser, the evaluation reports that prune a trial
-(and the Trainer's ``on_eval`` hook under them), stale trials on resume, the preset it writes, bad input."""
+(a callback of the Trainer's), stale trials on resume, the preset it writes, bad input."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from a3c.cli import main
 from a3c.core.config import FIELDS, Config, field_type
 from a3c.core.errors import BadInput
 from a3c.core.records import EvalRecord
+from a3c.rundir.csvlog import EVAL_COLUMNS
 from a3c.tools.tune import REPORTS, Reporter, open_study, run_trial
 from a3c.tools.tune_report import best_trial, toml_value, trials_table, write_best_preset
 from a3c.tools.tune_space import DEFAULT_SPACE, TUNABLE, Param, TrialSpec, parse_param, parse_space
@@ -151,35 +152,47 @@ class FakeTrial:
         return self.prune_at is not None and len(self.reports) >= self.prune_at
 
 
-def evaluation(wall_time: float, mean_return: float) -> EvalRecord:
-    return EvalRecord(wall_time, 100, 10, mean_return, 0.0, 0.0, 0.0, 10.0, 10, 0.1, mean_return, False)
+def evaluation(wall_time: float, mean_return: float) -> dict:
+    """An eval.csv row, as the reporter (a callback) gets it."""
+    record = EvalRecord(wall_time, 100, 10, mean_return, 0.0, 0.0, 0.0, 10.0, 10, 0.1, mean_return, False)
+    return dict(zip(EVAL_COLUMNS, record[: len(EVAL_COLUMNS)], strict=True))
 
 
 def test_reporter_reports_one_evaluation_per_twentieth_of_the_budget():
     trial = FakeTrial()
     reporter = Reporter(trial, trial_seconds=10.0)  # steps of 0.5 s
     times = [0.2, 0.4, 0.6, 1.4, 1.6, 9.9, 10.2]
-    assert not any(reporter(evaluation(t, 10 * t)) for t in times)
+    assert not any(reporter.on_eval(evaluation(t, 10 * t)) for t in times)
     # 0.4 falls in step 0 again; 10.2 is past the budget (the final evaluation, the trial's value).
     assert trial.reports == [(2.0, 0), (6.0, 1), (14.0, 2), (16.0, 3), (99.0, REPORTS - 1)]
 
 
 def test_reporter_asks_the_pruner_after_each_report():
     reporter = Reporter(FakeTrial(prune_at=2), trial_seconds=10.0)
-    assert [reporter(evaluation(t, 1.0)) for t in (0.1, 0.2, 0.7)] == [False, False, True]
+    assert [reporter.on_eval(evaluation(t, 1.0)) for t in (0.1, 0.2, 0.7)] == [False, False, True]
 
 
-def test_a_pruning_on_eval_stops_the_run_cleanly(tmp_path):
-    # The Trainer's hook: each evaluation reaches on_eval as it arrives; True ends the run, exit 0, "pruned".
+def test_a_pruning_callback_stops_the_run_cleanly(tmp_path):
+    # The reporter's kind of callback: each evaluation reaches on_eval as it arrives; True ends the run,
+    # exit 0, "pruned" (its stop_reason).
     from a3c.training.train import Trainer
     from a3c_envs import inspect_env
     from tests.support.run_files import data_rows, read_json
 
     info = inspect_env("tests.support.envs:FixedLength-v0")
     config = Config(env_id=info.env_id, workers=1, eval_interval=0.2, max_steps=100_000).validate()
-    trainer = Trainer(config, info, tmp_path / "run", serial=True, show_progress=False)
-    seen: list[EvalRecord] = []
-    trainer.on_eval = lambda record: seen.append(record) or len(seen) >= 2
+    seen: list[dict] = []
+
+    class PruneAtSecond:
+        stop_reason = Reporter.stop_reason
+
+        def on_eval(self, row):
+            seen.append(row)
+            return len(seen) >= 2
+
+    trainer = Trainer(
+        config, info, tmp_path / "run", serial=True, show_progress=False, callbacks=[PruneAtSecond()]
+    )
     assert trainer.run() == 0
     summary = read_json(tmp_path / "run" / "summary.json")
     assert summary["exit_reason"] == "pruned" and summary["total_steps"] < 100_000
