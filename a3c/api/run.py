@@ -179,9 +179,9 @@ def resume(
 ) -> Run:
     """Continue ``run_dir`` from its checkpoints/last.pt, as ``a3c train --resume`` does (counters, CSVs and
     wall time continue); ``config`` values override the saved ones, except the env and the model's shape.
-    ``trust_env_module``: ``--trust-env-module``; ``callbacks`` as ``train``'s. An env factory or wrappers the run was given from a
-    script or notebook come back from the run dir (``user_code.pkl``: unpickling runs their code, so resume
-    only runs you trust). Raises as ``train``."""
+    ``trust_env_module``: ``--trust-env-module``; ``callbacks`` as ``train``'s. An env factory, wrappers or a
+    network the run was given from a script or notebook come back from the run dir (``user_code.pkl``:
+    unpickling runs their code, so resume only runs you trust). Raises as ``train``."""
     from a3c.core.user_code import CodeBook
 
     CodeBook.load(Path(run_dir))
