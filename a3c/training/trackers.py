@@ -61,11 +61,13 @@ def check_available(track: str) -> None:
     """BadInput (exit 2) when ``track``'s extra is not installed: before the run dir exists."""
     import importlib.util
 
+    from a3c.core.extras import install_hint
+
     missing = [name for name in NEEDS.get(track, ()) if importlib.util.find_spec(name) is None]
     if missing:
         raise BadInput(
             f"--track: {track} needs the `{track}` extra, which is not installed ({', '.join(missing)} "
-            f"missing); install it with pip install -e '.[{track}]'"
+            f"missing); install it with {install_hint(track)}"
         )
 
 
