@@ -19,7 +19,8 @@ import a3c
 from a3c.core import user_code
 from tests.support import envs as support_envs
 from tests.support.commands import a3c_env, call_a3c, call_a3c_train
-from tests.support.run_files import read_json
+from tests.support.extras import require_extra
+from tests.support.run_files import csv_rows, read_json
 
 pytestmark = pytest.mark.slow
 
@@ -49,6 +50,7 @@ import sys
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 import a3c
 
@@ -77,20 +79,63 @@ class Padded(gym.ObservationWrapper):
         return np.concatenate([observation, [0.5]]).astype(np.float32)
 
 
+class TwoHeads(torch.nn.Module):
+    def __init__(self, observation_space, action_space):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(observation_space.shape[0], 16), torch.nn.ReLU())
+        self.logits, self.value = torch.nn.Linear(16, action_space.n), torch.nn.Linear(16, 1)
+
+    def forward(self, obs):
+        features = self.body(obs)
+        return self.logits(features), self.value(features).squeeze(-1)
+
+
+class StopAtSecondEval:
+    def __init__(self):
+        self.evals = 0
+
+    def on_eval(self, row):
+        self.evals += 1
+        return self.evals == 2
+
+
 if __name__ == "__main__":
-    run = a3c.train(Coin, wrappers=[Padded], workers=2, max_steps=400, run_dir=sys.argv[1], max_seconds=100)
-    print("exit", run.exit_code, run.config["env_id"], run.config["wrappers"])
+    run = a3c.train(Coin, wrappers=[Padded], model=TwoHeads, callbacks=[StopAtSecondEval()], track="mlflow",
+                    workers=2, eval_interval_steps=200, max_steps=1_000_000, run_dir=sys.argv[1], max_seconds=100)
+    config = run.config
+    print("exit", run.exit_code, run.summary["exit_reason"], config["env_id"], config["wrappers"],
+          config["model"])
+    policy = a3c.load(run.run_dir)
+    obs, _ = policy.make_env().reset(seed=0)
+    print("action", policy.predict(obs))
 """
 
 
-def test_a_scripts_env_and_wrapper_train_with_workers_and_load_in_python_only(tmp_path, monkeypatch):
-    script, run_dir = tmp_path / "script.py", tmp_path / "run"
+def test_a_scripts_env_wrapper_network_callback_and_tracker_train_with_workers_and_load_in_python_only(
+    tmp_path, monkeypatch
+):
+    require_extra("mlflow", "mlflow")
+    from mlflow.tracking import MlflowClient
+
+    script, run_dir, uri = tmp_path / "script.py", tmp_path / "run", f"sqlite:///{tmp_path / 'mlflow.db'}"
     script.write_text(textwrap.dedent(SCRIPT))
-    result = subprocess.run([sys.executable, str(script), str(run_dir)], env=a3c_env(), cwd=tmp_path,
+    env = {**a3c_env(), "MLFLOW_TRACKING_URI": uri}
+    result = subprocess.run([sys.executable, str(script), str(run_dir)], env=env, cwd=tmp_path,
                             capture_output=True, text=True, timeout=180)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert "exit 0 __main__:Coin ['__main__:Padded']" in result.stdout, result.stdout
-    assert int(read_json(run_dir / "summary.json")["total_steps"]) >= 400
+    # The callback stopped the run at the second evaluation (a budget of a million steps never ends it).
+    expected = "exit 0 callback __main__:Coin ['__main__:Padded'] __main__:TwoHeads"
+    assert expected in result.stdout, result.stdout
+    assert "action " in result.stdout, result.stdout
+    evals = csv_rows(run_dir / "eval.csv")
+    assert len(evals) >= 2 and int(evals[1]["global_step"]) >= 400, evals
+    # The MLflow store holds the run, read back through MLflow's own client.
+    client = MlflowClient(uri)
+    (logged,) = client.search_runs([client.get_experiment_by_name("a3c").experiment_id])
+    assert logged.info.run_name == "run" and logged.data.params["model"] == "__main__:TwoHeads"
+    assert logged.data.params["env_id"] == "__main__:Coin" and "eval/mean_return" in logged.data.metrics
+    steps = [m.step for m in client.get_metric_history(logged.info.run_id, "eval/mean_return")]
+    assert steps == [int(row["global_step"]) for row in evals]
     refused = call_a3c("evaluate", str(run_dir))  # the command does not unpickle the script's classes
     assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
     assert "'__main__:Coin' was defined in the script" in refused.stderr and "a3c.load" in refused.stderr
@@ -102,8 +147,14 @@ def test_a_scripts_env_and_wrapper_train_with_workers_and_load_in_python_only(tm
     assert obs.tolist() in ([-1.0, 0.5], [1.0, 0.5]) and policy.predict(obs).shape == ()
     steps = int(read_json(run_dir / "summary.json")["total_steps"])
     monkeypatch.setattr(user_code, "_REGISTRY", {})
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # the resume goes on logging to the same MLflow run
+    monkeypatch.chdir(tmp_path)
     resumed = a3c.resume(run_dir, serial=True, max_steps=steps + 100)
     assert resumed.exit_code == 0 and resumed.summary["total_steps"] >= steps + 100
+    (again,) = client.search_runs([client.get_experiment_by_name("a3c").experiment_id])
+    assert again.info.run_id == logged.info.run_id and again.data.tags["summary.total_steps"] == str(
+        resumed.summary["total_steps"]
+    )
 
 
 class Repeated(gym.ObservationWrapper):
