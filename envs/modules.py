@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from importlib.machinery import PathFinder
+from typing import Any
 
 from a3c_envs.errors import EnvSetupError
 
@@ -60,4 +61,44 @@ def check_env_module(env_id: str, trusted: bool, source: str, what: str = "env")
         f"{source}: its {what} {env_id!r} would import module {module.split('.')[0]!r} from "
         f"{first_path_folder()!r} (the current directory, first on sys.path); pass {TRUST_FLAG} if you mean "
         "it (or install the module)"
+    )
+
+
+def check_code_modules(
+    env_id: str | None, wrappers: Any, model: str | None, trusted: bool, source: str
+) -> None:
+    """``check_env_module`` of every reference a file (a config file, a checkpoint, a resumed run's config)
+    names: its env, its wrappers and its model when that is no built-in network (``mlp``, ``cnn``); and an
+    env factory that is no ``gymnasium.Env`` class needs ``trusted`` too."""
+    if env_id is not None:
+        check_env_module(env_id, trusted, source)
+        _check_factory_is_an_env_class(env_id, trusted, source)
+    for wrapper in wrappers or ():
+        check_env_module(str(wrapper), trusted, source, "wrapper")
+    if model is not None and model not in ("mlp", "cnn"):
+        check_env_module(str(model), trusted, source, "model")
+
+
+def _check_factory_is_an_env_class(env_id: str, trusted: bool, source: str) -> None:
+    """EnvSetupError unless ``trusted`` when a file's ``env_id`` names a factory that is no ``gymnasium.Env``
+    class: a3c would call it with the file's ``env_kwargs``, and a file from someone else could name any
+    installed function (``subprocess:run``). The user's own objects of this process are theirs to call."""
+    import gymnasium as gym
+
+    from a3c.core.user_code import is_registered, resolve
+    from a3c_envs.user_envs import is_factory
+
+    if trusted or is_registered(env_id) or not is_factory(env_id):
+        return
+    try:
+        factory = resolve(env_id, "env_id")
+    except Exception:  # noqa: BLE001 - not resolvable: making the env says why, in one line
+        return
+    if isinstance(factory, type) and issubclass(factory, gym.Env):
+        return
+    if getattr(factory, "__module__", None) in ("__main__", "__mp_main__"):
+        return  # the running script's own function, defined again
+    raise EnvSetupError(
+        f"{source}: its env {env_id!r} is a function a3c would call with the file's env_kwargs, not a "
+        f"gymnasium.Env class; pass {TRUST_FLAG} if you trust the file (or train with the env's class)"
     )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 
 from a3c.core.errors import BadInput
-from a3c.core.user_code import is_reference, resolve
+from a3c.core.user_code import is_reference, is_registered, resolve
 from a3c_envs.errors import EnvSetupError
 
 if TYPE_CHECKING:
@@ -34,7 +34,8 @@ def is_factory(env_id: str) -> bool:
     module, sep, name = env_id.partition(":")
     if not sep or not module:
         return False
-    if module in _SCRIPT_MODULES or "#" in name or "<" in name:  # only a registered object has such a name
+    if is_registered(env_id) or module in _SCRIPT_MODULES or any(c in name for c in "#<("):
+        # an object given in this process, or a name only such an object has
         return True
     if not is_reference(env_id):
         return False
@@ -50,7 +51,7 @@ def code_references(config: Config) -> list[str]:
     to a child): its env when it names a factory, its wrappers, its model when it is a reference."""
     refs = [config.env_id] if is_factory(config.env_id) else []
     refs += list(config.wrappers)
-    return refs + ([config.model] if is_reference(config.model) else [])
+    return refs + ([config.model] if config.model not in ("mlp", "cnn") else [])
 
 
 def run_name(env_id: str) -> str:
@@ -117,18 +118,19 @@ def apply_wrappers(env: gym.Env, wrappers: tuple[str, ...] | list[str]) -> gym.E
 def refuse_unknown_script_code(refs: list[str], source: str) -> None:
     """EnvSetupError (exit 2) when one of ``refs`` (``code_references`` of a saved config) names an object
     defined in the script or notebook that trained the run and not known in this process: the command never
-    unpickles a run's code (``user_code.pkl``), ``a3c.load``/``a3c.resume`` in Python do."""
+    unpickles a run's code (``user_code.pkl``); ``a3c.load``/``a3c.resume`` do with ``trust_code=True``."""
     for ref in refs:
         module, _, name = ref.partition(":")
-        if module not in _SCRIPT_MODULES and "#" not in name and "<" not in name:
+        if module not in _SCRIPT_MODULES and not any(c in name for c in "#<("):
             continue
         try:
             resolve(ref, "env_id")
         except BadInput:
             raise EnvSetupError(
-                f"{source}: {ref!r} was defined in the script or notebook that trained the run, and the "
-                "a3c command does not unpickle code; use a3c.load(...) or a3c.resume(...) in Python (they "
-                "read it from the run dir's user_code.pkl)"
+                f"{source}: {ref!r} was defined in the script or notebook that trained the run and is not "
+                "known here, and the a3c command never unpickles a run's code; in Python, define it again "
+                "under that name, or pass trust_code=True to a3c.load/a3c.resume (it unpickles the run "
+                "dir's user_code.pkl)"
             ) from None
 
 

@@ -167,17 +167,31 @@ class Policy:
         return f"Policy({self.saved.config.env_id!r}, {str(self.saved.path)!r})"
 
 
-def load(path: str | Path, *, seed: int | None = None, trust_env_module: bool = False) -> Policy:
+def load(
+    path: str | Path, *, seed: int | None = None, trust_env_module: bool = False, trust_code: bool = False
+) -> Policy:
     """The policy of a checkpoint, or of a run dir (its checkpoints/best.pt); a missing, broken or foreign
     file is BadInput with the message ``a3c evaluate`` prints. ``seed``: of the generator that
     ``predict(..., deterministic=False)`` draws with (None: fresh OS entropy). ``trust_env_module``: import
-    the module of the saved env id even from the current directory (``--trust-env-module``). An env factory,
-    wrappers or a network the run was given from a script or notebook come back from its run dir
-    (``user_code.pkl``, two levels above a checkpoint file; unpickling runs their code, so load only runs you
-    trust)."""
-    from a3c.core.user_code import CodeBook
+    the module of the saved env id even from the current directory (``--trust-env-module``).
+
+    An env factory, wrappers or a network the run was given from a script or notebook are found in this
+    session (given again, or defined again under the same name in the running script or notebook); with
+    ``trust_code=True`` they are unpickled from the run dir's ``user_code.pkl`` instead (that runs the
+    code saved there: only for runs you trust; without it a checkpoint is data and runs no code)."""
     from a3c.rundir.checkpoints import load_policy
 
     path = Path(path)
-    CodeBook.load(path if path.is_dir() else path.parent.parent)
+    if trust_code:
+        load_run_code(path)
     return Policy(load_policy(path, trust_env_module), seed)
+
+
+def load_run_code(path: Path) -> None:
+    """Register the objects the run of ``path`` (a run dir, or a checkpoint in its ``checkpoints/``) saved
+    in ``user_code.pkl`` (``a3c.core.user_code.CodeBook``)."""
+    from a3c.core.user_code import CodeBook
+
+    run_dir = path if path.is_dir() else path.parent.parent if path.parent.name == "checkpoints" else None
+    if run_dir is not None:
+        CodeBook.load(run_dir)

@@ -174,17 +174,19 @@ def resume(
     serial: bool = False,
     progress: bool | None = None,
     trust_env_module: bool = False,
+    trust_code: bool = False,
     callbacks: Sequence[Any] = (),
     **config: Any,
 ) -> Run:
     """Continue ``run_dir`` from its checkpoints/last.pt, as ``a3c train --resume`` does (counters, CSVs and
     wall time continue); ``config`` values override the saved ones, except the env and the model's shape.
-    ``trust_env_module``: ``--trust-env-module``; ``callbacks`` as ``train``'s. An env factory, wrappers or a
-    network the run was given from a script or notebook come back from the run dir (``user_code.pkl``:
-    unpickling runs their code, so resume only runs you trust). Raises as ``train``."""
-    from a3c.core.user_code import CodeBook
+    ``trust_env_module``: ``--trust-env-module``; ``callbacks`` as ``train``'s; ``trust_code``: the objects
+    the run was given from a script or notebook unpickled from its ``user_code.pkl``, as ``a3c.load``'s.
+    Raises as ``train``."""
+    from a3c.api.policy import load_run_code
 
-    CodeBook.load(Path(run_dir))
+    if trust_code:
+        load_run_code(Path(run_dir))
     where = {"run_dir": None, "force": False, "resume": Path(run_dir), "serial": serial}
     return _train(None, {"trust_env_module": trust_env_module}, config, where, progress, callbacks)
 

@@ -491,7 +491,7 @@ class Config:
 RESERVED_ENV_KWARGS = ("render_mode", "seed", "training", "frame_stack", "encode", "native", "wrappers")
 # A wrapper's reference (a3c.core.user_code): module:qualname, where an object passed in Python may carry a
 # <lambda>, <locals> or a #2 in its name.
-_WRAPPER = re.compile(r"[A-Za-z_][\w.]*:[\w.<>#]+")
+_WRAPPER = re.compile(r"[A-Za-z_][\w.]*:[\w.<>#()]+")
 
 
 def check_env_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:

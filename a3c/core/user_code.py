@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -78,16 +79,40 @@ def register(obj: Any, what: str) -> str:
     return ref
 
 
+def is_registered(ref: str) -> bool:
+    """Whether an object was given or received by that reference in this process."""
+    return ref in _REGISTRY
+
+
+def _from_this_main(ref: str) -> Any:
+    """The object of the running script or notebook (``sys.modules["__main__"]``) that ``"__main__:Name"``
+    names, when it defines one again (a later session of the script that trained the run); else None."""
+    module, _, path = ref.partition(":")
+    main = sys.modules.get("__main__")
+    if module not in _SCRIPT_MODULES or main is None or not is_reference(ref):
+        return None
+    obj: Any = main
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+    # Only what the script defines itself: not what it imported (``__main__:os.system``).
+    return obj if callable(obj) and getattr(obj, "__module__", None) in _SCRIPT_MODULES else None
+
+
 def resolve(ref: str, what: str) -> Any:
-    """The object ``ref`` names: the one registered in this process, else imported; BadInput in one line
-    naming ``what`` (a config field) when neither can be."""
+    """The object ``ref`` names: the one registered in this process, else, for ``"__main__:Name"``, the
+    running script's or notebook's own ``Name``, else imported; BadInput in one line naming ``what`` (a
+    config field) when none can be."""
     if ref in _REGISTRY:
         return _REGISTRY[ref]
     module = ref.partition(":")[0]
-    if module in _SCRIPT_MODULES or "#" in ref or "<" in ref:
+    if (found := _from_this_main(ref)) is not None:
+        return found
+    if module in _SCRIPT_MODULES or any(c in ref for c in "#<("):
         raise BadInput(
             f"{what}: {ref!r} was defined in the script or notebook that started the run and is not known "
-            "here; pass the object itself again (Python), or define it in an importable module"
+            "here; define it again under that name in this script or notebook, pass trust_code=True to "
+            "a3c.load/a3c.resume to unpickle it from the run dir's user_code.pkl (that runs its code), or "
+            "define it in an importable module"
         )
     if not is_reference(ref):
         raise BadInput(f"{what}: {ref!r} is not allowed; expected pkg.module:name of an importable callable")
@@ -143,12 +168,22 @@ class CodeBook:
 
     @staticmethod
     def load(run_dir: Path) -> CodeBook:
-        """The objects a run saved (``save``), registered in this process; an empty book when it saved none.
-        Unpickling runs their code: only for the Python API, on the user's own runs."""
+        """The objects the run in ``run_dir`` saved (``save``), registered in this process; an empty book
+        when it saved none or ``run_dir`` is no run dir (one with ``config.json``). Unpickling runs their
+        code: only for the Python API's ``trust_code=True``, on runs the user trusts. A file that cannot be
+        unpickled is BadInput naming it."""
         import pickle
 
         path = run_dir / CODE_FILE
-        if not path.is_file():
+        if not (run_dir / "config.json").is_file() or not path.is_file():
             return CodeBook()
-        book = pickle.loads(path.read_bytes())
-        return book if isinstance(book, CodeBook) else CodeBook()
+        try:
+            book = pickle.loads(path.read_bytes())
+        except Exception as exc:  # noqa: BLE001 - a damaged file or code that no longer imports
+            raise BadInput(
+                f"trust_code: {str(path)!r} cannot be unpickled ({type(exc).__name__}: {exc}); expected the "
+                "user_code.pkl a3c wrote"
+            ) from None
+        if not isinstance(book, CodeBook):
+            raise BadInput(f"trust_code: {str(path)!r} is not allowed; expected the user_code.pkl a3c wrote")
+        return book

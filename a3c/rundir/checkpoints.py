@@ -22,7 +22,7 @@ from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
 from a3c.rundir.files import atomic_write
 from a3c_envs import inspect_env
-from a3c_envs.modules import check_env_module
+from a3c_envs.modules import check_code_modules
 from a3c_envs.user_envs import code_references, refuse_unknown_script_code
 
 
@@ -50,9 +50,9 @@ def load_policy(target: Path, trust_env_module: bool = False) -> SavedPolicy:
     path = resolve_checkpoint(target)
     data = load_checkpoint(path)
     config, spaces = saved_config(data, path)
-    check_env_module(config.env_id, trust_env_module, f"checkpoint {str(path)!r}")
-    for wrapper in config.wrappers:
-        check_env_module(wrapper, trust_env_module, f"checkpoint {str(path)!r}", "wrapper")
+    check_code_modules(
+        config.env_id, config.wrappers, config.model, trust_env_module, f"checkpoint {str(path)!r}"
+    )
     refuse_unknown_script_code(code_references(config), f"checkpoint {str(path)!r}")
     info = inspect_env(
         config.env_id, frame_stack=config.frame_stack, env_kwargs=config.env_kwargs, wrappers=config.wrappers

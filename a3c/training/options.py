@@ -217,17 +217,16 @@ def _config_file(
     ids differ, or when the file's env id would import a module from the current directory (a file from
     someone else: ``a3c_envs.modules``) unless ``trust``."""
     from a3c.training.resolve import read_config_file
-    from a3c_envs.modules import check_env_module
+    from a3c_envs.modules import check_code_modules
 
     from_file = {} if path is None else read_config_file(path)
     file_env = from_file.get("env_id")
     if env_id is not None and file_env is not None and env_id != file_env:
         raise BadInput(f"--env: {env_id!r} does not match env_id {file_env!r} of --config {str(path)!r}")
-    if file_env is not None and env_id is None and resume is None:
-        check_env_module(file_env, trust, f"--config {str(path)!r}")
-        env_id = file_env
-    for wrapper in from_file.get("wrappers", ()):
-        check_env_module(wrapper, trust, f"--config {str(path)!r}", "wrapper")
+    fresh_env = file_env if file_env is not None and env_id is None and resume is None else None
+    source = f"--config {str(path)!r}"
+    check_code_modules(fresh_env, from_file.get("wrappers"), from_file.get("model"), trust, source)
+    env_id = fresh_env if fresh_env is not None else env_id
     return env_id, from_file
 
 

@@ -33,7 +33,7 @@ def resume_config(
     from a3c.rundir.resume import check_compatible, check_logs, load_resume_checkpoint
     from a3c.training.resolve import layer
     from a3c_envs import inspect_env
-    from a3c_envs.modules import check_env_module
+    from a3c_envs.modules import check_code_modules
     from a3c_envs.user_envs import code_references, refuse_unknown_script_code
 
     checkpoint = load_resume_checkpoint(run_dir)
@@ -54,9 +54,7 @@ def resume_config(
         raise BadInput(
             f"--config: env_id {from_file['env_id']!r} does not match the resumed run's env {saved.env_id!r}"
         )
-    check_env_module(saved.env_id, trust, f"--resume: {str(run_dir)!r}")
-    for wrapper in saved.wrappers:
-        check_env_module(wrapper, trust, f"--resume: {str(run_dir)!r}", "wrapper")
+    check_code_modules(saved.env_id, saved.wrappers, saved.model, trust, f"--resume: {str(run_dir)!r}")
     refuse_unknown_script_code(code_references(saved), f"--resume: {str(run_dir)!r}")
     info = inspect_env(
         saved.env_id, frame_stack=saved.frame_stack, env_kwargs=saved.env_kwargs, wrappers=saved.wrappers

@@ -4,13 +4,16 @@ Ray backend cannot ship is refused before the run dir exists."""
 
 from __future__ import annotations
 
+import pickle
 import threading
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import a3c
+from a3c.api.policy import load_run_code
 from a3c.rundir.files import default_run_dir
 from a3c_envs.user_envs import run_name
 
@@ -84,3 +87,26 @@ def test_an_object_that_cannot_be_pickled_is_refused_before_the_run_dir(tmp_path
     with pytest.raises(a3c.BadInput, match=match):
         a3c.train("CartPole-v1", wrappers=[locked], serial=True, run_dir=tmp_path / "run", max_steps=100)
     assert not (tmp_path / "run").exists()
+
+
+class RunsOnUnpickling:
+    """A pickle whose loading writes ``path``: what a planted user_code.pkl could do."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (Path.write_text, (Path(self.path), "ran"))
+
+
+def test_trust_code_unpickles_only_a_run_dirs_user_code_and_a_damaged_one_is_one_line(tmp_path, monkeypatch):
+    marker = tmp_path / "ran"
+    (tmp_path / "user_code.pkl").write_bytes(pickle.dumps(RunsOnUnpickling(marker)))
+    monkeypatch.chdir(tmp_path)
+    load_run_code(Path("sub") / "model.pt")  # a checkpoint outside a run's checkpoints/: not ./user_code.pkl
+    load_run_code(tmp_path)  # no config.json: no run dir
+    assert not marker.exists()
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "user_code.pkl").write_bytes(b"not a pickle")
+    with pytest.raises(a3c.BadInput, match=r"^trust_code: '.*user_code.pkl' cannot be unpickled \("):
+        load_run_code(tmp_path)

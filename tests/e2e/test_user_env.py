@@ -101,7 +101,7 @@ class StopAtSecondEval:
 
 if __name__ == "__main__":
     run = a3c.train(Coin, wrappers=[Padded], model=TwoHeads, callbacks=[StopAtSecondEval()], track="mlflow",
-                    workers=2, eval_interval_steps=200, max_steps=1_000_000, run_dir=sys.argv[1], max_seconds=100)
+                    workers=2, eval_interval_steps=200, max_steps=10**6, run_dir=sys.argv[1], max_seconds=100)
     config = run.config
     print("exit", run.exit_code, run.summary["exit_reason"], config["env_id"], config["wrappers"],
           config["model"])
@@ -138,10 +138,14 @@ def test_a_scripts_env_wrapper_network_callback_and_tracker_train_with_workers_a
     assert steps == [int(row["global_step"]) for row in evals]
     refused = call_a3c("evaluate", str(run_dir))  # the command does not unpickle the script's classes
     assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
-    assert "'__main__:Coin' was defined in the script" in refused.stderr and "a3c.load" in refused.stderr
-    # A later session: the classes come back from the run dir (this process's objects forgotten before each).
+    assert "'__main__:Coin' was defined in the script" in refused.stderr and "trust_code" in refused.stderr
+    # A later session (this process's objects forgotten before each): a checkpoint is data, so its classes
+    # come back from the run dir only when asked to (trust_code), else one line says how.
     monkeypatch.setattr(user_code, "_REGISTRY", {})
-    policy = a3c.load(run_dir)
+    with pytest.raises(a3c.BadInput, match="trust_code=True") as refused_in_python:
+        a3c.load(run_dir)
+    assert len(str(refused_in_python.value).splitlines()) == 1
+    policy = a3c.load(run_dir, trust_code=True)
     assert policy.spaces.obs_shape == (2,)  # the wrapped env's
     obs, _ = policy.make_env().reset(seed=0)
     assert obs.tolist() in ([-1.0, 0.5], [1.0, 0.5]) and policy.predict(obs).shape == ()
@@ -149,7 +153,7 @@ def test_a_scripts_env_wrapper_network_callback_and_tracker_train_with_workers_a
     monkeypatch.setattr(user_code, "_REGISTRY", {})
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)  # the resume goes on logging to the same MLflow run
     monkeypatch.chdir(tmp_path)
-    resumed = a3c.resume(run_dir, serial=True, max_steps=steps + 100)
+    resumed = a3c.resume(run_dir, serial=True, max_steps=steps + 100, trust_code=True)
     assert resumed.exit_code == 0 and resumed.summary["total_steps"] >= steps + 100
     (again,) = client.search_runs([client.get_experiment_by_name("a3c").experiment_id])
     assert again.info.run_id == logged.info.run_id and again.data.tags["summary.total_steps"] == str(
@@ -184,11 +188,15 @@ def test_the_wrapper_option_and_a_factory_reference_on_the_command_line(tmp_path
     # The factory got its kwarg (5 steps), the learner's envs the wrapper (reward 2 a step), and so did
     # a3c evaluate's.
     assert episodes and {(row["length"], row["return"]) for row in episodes} == {("5", "10.0")}
-    evaluated = call_a3c("evaluate", str(run_dir), "--episodes", "2", "--json")
+    # A checkpoint is data: a3c calls the function it names (with the file's env_kwargs) only when trusted.
+    refused = call_a3c("evaluate", str(run_dir))
+    assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
+    assert "is a function a3c would call with the file's env_kwargs" in refused.stderr, refused.stderr
+    evaluated = call_a3c("evaluate", str(run_dir), "--episodes", "2", "--json", "--trust-env-module")
     assert evaluated.returncode == 0 and json.loads(evaluated.stdout)["mean_return"] == 10.0, evaluated.stderr
     monkeypatch.setattr(support_envs, "Doubled", Repeated)  # the wrapper's module changed since
     for args in (("evaluate", str(run_dir)), ("train", "--resume", str(run_dir), "--serial", "--quiet")):
-        refused = call_a3c(*args)
+        refused = call_a3c(*args, "--trust-env-module")
         assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
         assert (
             "tests.support.envs:make_fixed_length wrapped by tests.support.envs:Doubled has "

@@ -5,11 +5,14 @@ directory unless the user says so (``--trust-env-module``), in ``a3c evaluate``,
 from __future__ import annotations
 
 import sys
+import types
 
 import pytest
 
+from a3c.core import user_code
+from a3c.core.errors import BadInput
 from a3c_envs import EnvSetupError
-from a3c_envs.modules import check_env_module, from_current_directory
+from a3c_envs.modules import check_code_modules, check_env_module, from_current_directory
 from tests.support.commands import call_a3c
 
 EVIL = """
@@ -112,3 +115,29 @@ def test_evaluate_export_and_resume_ask_before_importing_a_checkpoints_module(in
         assert (in_folder / "imported.marker").exists()
     finally:
         forget()
+
+
+def test_a_files_model_wrappers_and_env_are_all_checked_and_a_factory_function_needs_trust(in_folder):
+    # A config file's or checkpoint's model reference is code from the current directory as much as its env.
+    (in_folder / "evil_nets.py").write_text(
+        'from pathlib import Path\nPath("imported.marker").write_text("x")\n'
+    )
+    with pytest.raises(EnvSetupError, match=r"^src: its model 'evil_nets:build' would import module"):
+        check_code_modules(None, (), "evil_nets:build", False, "src")
+    with pytest.raises(EnvSetupError, match=r"^src: its wrapper 'evil_nets:Wrap' would import module"):
+        check_code_modules(None, ["evil_nets:Wrap"], "mlp", False, "src")
+    assert not (in_folder / "imported.marker").exists()
+    # An installed function named as the env would be called with the file's env_kwargs: only when trusted.
+    with pytest.raises(EnvSetupError, match=r"^src: its env 'subprocess:run' is a function a3c would call"):
+        check_code_modules("subprocess:run", (), "mlp", False, "src")
+    check_code_modules("subprocess:run", (), "mlp", True, "src")
+    check_code_modules("gymnasium.envs.classic_control.cartpole:CartPoleEnv", (), "mlp", False, "src")
+
+
+def test_a_script_name_resolves_only_to_what_the_running_script_defines(monkeypatch):
+    main = types.ModuleType("__main__")
+    exec("import os\nclass Mine:\n    pass\n", main.__dict__)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    assert user_code.resolve("__main__:Mine", "env_id") is main.Mine
+    with pytest.raises(BadInput, match="trust_code=True"):
+        user_code.resolve("__main__:os.system", "env_id")  # imported there, not defined there
