@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from a3c.rundir.checkpoints import SavedPolicy
 
 
-# An LSTM's state as ``predict`` takes and returns it: (h, c), each [B, H] float32; None for other models.
-RecurrentState = tuple[np.ndarray, np.ndarray]
+# A recurrent model's state as ``predict`` takes and returns it: ours (h, c), each [B, H] float32; a network
+# of your own its ``initial_state``'s tuple; None for feed-forward models.
+RecurrentState = tuple[np.ndarray, ...]
 
 
 class Policy:
@@ -84,8 +85,8 @@ class Policy:
         ``reset()``. Given ``state`` or ``episode_start`` (the explicit form, as Stable-Baselines3's), it
         returns ``(action, state)`` and keeps nothing: ``state`` is what the last call returned (None: a
         zero state), ``episode_start`` [B] bool marks the envs whose episode starts with this observation
-        (their state is zeroed first). The state is (h, c), [B, H] float32 each, or None for a model
-        without one.
+        (their state is zeroed first). The state is the model's tuple of arrays (ours: (h, c), [B, H]
+        float32 each; a network of your own: its ``initial_state``'s), or None for a model without one.
         """
         x, single = self._batch(obs)
         explicit = state is not None or episode_start is not None
@@ -130,16 +131,15 @@ class Policy:
         import torch
 
         model, batch = self.saved.model, len(x)
-        size = model.lstm.hidden_size
-        given = state is not None
-        parts = [torch.as_tensor(np.asarray(s)) for s in state] if given else model.initial_state(batch)
-        if [tuple(s.shape) for s in parts] != [(batch, size)] * 2:
-            shapes = ", ".join(str(tuple(s.shape)) for s in parts)
+        fresh = tuple(model.initial_state(batch))  # its shapes: ours (h, c), a network of your own its own
+        parts = fresh if state is None else tuple(torch.as_tensor(np.asarray(s)) for s in state)
+        if [tuple(s.shape) for s in parts] != [tuple(s.shape) for s in fresh]:
+            got = ", ".join(str(tuple(s.shape)) for s in parts)
+            expected = ", ".join(str(tuple(s.shape)) for s in fresh)
             raise BadInput(
-                f"state: shapes {shapes} are not allowed; expected (h, c) of [{batch}, {size}] each, as "
-                "predict returned it (or None)"
+                f"state: shapes {got} are not allowed; expected {expected}, as predict returned it (or None)"
             )
-        h, c = parts
+        parts = tuple(s.float() for s in parts)
         if episode_start is not None:
             starts = np.asarray(episode_start, dtype=bool).reshape(-1)
             if starts.shape != (batch,):
@@ -147,10 +147,10 @@ class Policy:
                     f"episode_start: shape {np.shape(episode_start)} is not allowed; expected [{batch}] bools"
                 )
             keep = torch.from_numpy(~starts).float().unsqueeze(1)
-            h, c = h.float() * keep, c.float() * keep
+            parts = tuple(s * keep.view(-1, *([1] * (s.dim() - 1))) for s in parts)
         with torch.no_grad():
-            out, _, (h, c) = model.step(torch.from_numpy(x), (h.float(), c.float()))
-        return out.numpy(), (h.numpy(), c.numpy())
+            out, _, next_state = model.step(torch.from_numpy(x), parts)
+        return out.numpy(), tuple(s.numpy() for s in next_state)
 
     def reset(self) -> None:
         """Forget a recurrent model's state (a new episode starts)."""

@@ -46,3 +46,14 @@ def frozen_lake_policy() -> Policy:
     model = ActorCritic(16, 4, hidden_sizes=(8,))
     spaces = Spaces((16,), 4, obs_encoding="one_hot")
     return Policy(SavedPolicy(Path("lake.pt"), Config(env_id="FrozenLake-v1"), model.eval(), None, spaces))
+
+
+def gru_policy() -> Policy:
+    """A recurrent network of the user's own (``tests.support.models:Recurrent``, one GRU state tensor)."""
+    from a3c.algo.user_model import build_user_model
+
+    torch.manual_seed(0)
+    spaces = Spaces((4,), 2)
+    model = build_user_model("tests.support.models:Recurrent", spaces)
+    config = Config(env_id="CartPole-v1", model="tests.support.models:Recurrent")
+    return Policy(SavedPolicy(Path("gru.pt"), config, model.eval(), None, spaces))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from a3c.core.errors import BadInput
-from tests.api.policies import box_policy, discrete_policy, lstm_policy
+from tests.api.policies import box_policy, discrete_policy, gru_policy, lstm_policy
 
 
 def frames(steps: int, batch: int) -> np.ndarray:
@@ -84,3 +84,17 @@ def test_a_state_of_another_shape_is_bad_input():
         policy.predict(frames(1, 2)[0], state=(np.zeros((1, 8), np.float32), np.zeros((1, 8), np.float32)))
     with pytest.raises(BadInput, match=r"^episode_start: shape \(3,\) is not allowed; expected \[2\]"):
         policy.predict(frames(1, 2)[0], episode_start=np.ones(3, bool))
+
+
+def test_a_recurrent_network_of_ones_own_carries_its_own_state_tuple():
+    kept, carried = gru_policy(), gru_policy()
+    obs = np.random.default_rng(2).normal(size=(5, 3, 4)).astype(np.float32)
+    state, starts = None, np.ones(3, bool)
+    for t in range(5):
+        expected = kept.predict(obs[t])
+        action, state = carried.predict(obs[t], state=state, episode_start=starts)
+        starts = np.zeros(3, bool)
+        assert np.array_equal(action, expected), t
+        assert [s.shape for s in state] == [(3, 16)]  # the GRU's one tensor, not an LSTM's (h, c)
+    with pytest.raises(BadInput, match=r"^state: shapes \(3, 8\) are not allowed; expected \(3, 16\)"):
+        carried.predict(obs[0], state=(np.zeros((3, 8), np.float32),))
