@@ -18,9 +18,9 @@ from a3c.rundir.resume import load_resume_checkpoint
 from a3c.training.train import Trainer
 from a3c_envs import inspect_env
 from tests.support.commands import (
+    call_a3c_train,
     end,
     kill_trainer,
-    run_a3c,
     start_cartpole,
     train_serial_fixed_length,
     wait_until,
@@ -77,11 +77,12 @@ def test_sigkilled_worker_is_restarted_and_trains_on(run_dir, token):
     assert summary["total_steps"] > steps_before
 
 
-def test_worker_that_always_raises_ends_the_run_after_its_restart_budget(run_dir, token):
+def test_worker_that_always_raises_ends_the_run_after_its_restart_budget(run_dir):
     # One worker, so the counts are exact: its budget (per worker) is 2 restarts; its third crash ends the run
-    # (restarts of two workers racing to their budgets made them 2 to 4).
-    args = "train --env tests.support.envs:Faulty-v0 --workers 1 --eval-interval 600 --set max_restarts=2"
-    result = run_a3c(*args.split(), "--run-dir", str(run_dir), timeout=180, token=token)
+    # (restarts of two workers racing to their budgets made them 2 to 4). The trainer runs in this process,
+    # its worker processes forked from the session's forkserver: each crash and restart is a real process's.
+    args = "--env tests.support.envs:Faulty-v0 --workers 1 --eval-interval 600 --set max_restarts=2"
+    result = call_a3c_train(*args.split(), "--max-seconds", "180", "--run-dir", str(run_dir))
     err = result.stderr
     assert result.returncode == 1, err
     assert "injected fault" in err and "crashed 3 times within 600 s; the restart budget is 2" in err
@@ -285,13 +286,13 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys
     assert read_json(run_dir / "summary.json")["total_steps"] == 3000  # the budget, 150 updates of 20
 
 
-def test_a_hung_worker_is_found_by_its_missing_heartbeat(run_dir, token):
+def test_a_hung_worker_is_found_by_its_missing_heartbeat(run_dir):
     # The worker hangs for good, so the timeout only sets how long the test waits; 6 s, not less, so that the
-    # idle evaluator (a heartbeat every 50 ms) is never taken for hung on a loaded machine.
-    args = "train --env tests.support.envs:Hanging-v0 --workers 1 --eval-interval 600 --hang-timeout 6"
-    result = run_a3c(
-        *args.split(), "--set", "max_restarts=0", "--run-dir", str(run_dir), timeout=120, token=token
-    )
+    # idle evaluator (a heartbeat every 50 ms) is never taken for hung on a loaded machine. The trainer runs
+    # in this process, its worker forked from the session's forkserver: the hung process is a real one.
+    args = "--env tests.support.envs:Hanging-v0 --workers 1 --eval-interval 600 --hang-timeout 6"
+    result = call_a3c_train(*args.split(), "--set", "max_restarts=0", "--max-seconds", "120", "--run-dir",
+                            str(run_dir))  # fmt: skip
     err = result.stderr
     assert result.returncode == 1, err
     assert "sent no heartbeat for 6 s and was killed" in err
