@@ -52,31 +52,6 @@ def digest(folder: Path) -> dict[str, str]:
     }
 
 
-def test_sigkilled_worker_is_restarted_and_trains_on(run_dir, token):
-    # Events, not a race: worker 0 is killed, a new worker 0 process appears and logs episodes of its own,
-    # then a Ctrl-C ends the run. (That such a run still solves is tests/learning's check.)
-    proc = start_cartpole(run_dir, token)
-    try:
-        (victim,) = comm_pids("a3c-worker-0") & processes_with_token(token)
-        steps_before = max(int(r["global_step"]) for r in csv_rows(run_dir / "episodes.csv"))
-        os.kill(victim, signal.SIGKILL)
-        wait_until(proc, lambda: comm_pids("a3c-worker-0") & processes_with_token(token) - {victim}, 60)
-        # The trainer read what the dead worker had sent before it restarted it: rows from here on are the
-        # new worker's.
-        worker_0_rows = lambda: sum(r["worker"] == "0" for r in csv_rows(run_dir / "episodes.csv"))  # noqa: E731
-        before_restart = worker_0_rows()
-        wait_until(proc, lambda: worker_0_rows() >= before_restart + 5, timeout=120)
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        end(proc)
-    assert proc.returncode == 130, err
-    assert err.count("worker 0 crashed") == 1 and "restarting" in err, err
-    summary = read_json(run_dir / "summary.json")
-    assert summary["exit_reason"] == "SIGINT" and summary["restarts"] == 1, summary
-    assert summary["total_steps"] > steps_before
-
-
 def test_worker_that_always_raises_ends_the_run_after_its_restart_budget(run_dir):
     # One worker, so the counts are exact: its budget (per worker) is 2 restarts; its third crash ends the run
     # (restarts of two workers racing to their budgets made them 2 to 4). The trainer runs in this process,
@@ -92,20 +67,35 @@ def test_worker_that_always_raises_ends_the_run_after_its_restart_budget(run_dir
 
 
 def test_killed_trainer_leaves_no_child_and_resume_continues_exactly(run_dir, token):
-    # A checkpoint every 0.1 s (kept on resume): the resume's 10k steps (half a second or more) rotate them.
-    # The resume is serial, in this process (10 steps an update, so its step count is exact); a killed run
-    # resumed with all its workers is tests/e2e/test_many_workers.py's.
+    # One run, two kills: a SIGKILLed worker is restarted and trains on, then the trainer is killed. Events,
+    # not a race: worker 0 is killed, a new worker 0 process appears and logs episodes of its own (that such
+    # a run still solves is tests/learning's check). Then the trainer itself is SIGKILLed, and no child may
+    # outlive it. A checkpoint every 0.1 s (kept on resume): the resume's 10k steps (half a second or more)
+    # rotate them. The resume is serial, in this process (10 steps an update, so its step count is exact); a
+    # killed run resumed with all its workers is tests/e2e/test_many_workers.py's.
     proc = start_cartpole(run_dir, token, extra="--target-return 1e9 --checkpoint-interval 0.1")
     last = run_dir / "checkpoints" / "last.pt"
     try:
+        (victim,) = comm_pids("a3c-worker-0") & processes_with_token(token)
+        steps_before = max(int(r["global_step"]) for r in csv_rows(run_dir / "episodes.csv"))
+        os.kill(victim, signal.SIGKILL)
+        wait_until(proc, lambda: comm_pids("a3c-worker-0") & processes_with_token(token) - {victim}, 60)
+        # The trainer read what the dead worker had sent before it restarted it: rows from here on are the
+        # new worker's.
+        worker_0_rows = lambda: sum(r["worker"] == "0" for r in csv_rows(run_dir / "episodes.csv"))  # noqa: E731
+        before_restart = worker_0_rows()
+        wait_until(proc, lambda: worker_0_rows() >= before_restart + 5, timeout=120)
+
         wait_until(proc, lambda: last.is_file() and data_rows(run_dir / "episodes.csv") >= 200, timeout=120)
         wait_until(proc, lambda: len(list((run_dir / "checkpoints").glob("step-*.pt"))) >= 2, timeout=60)
         kill_trainer(proc, token)
+        err = proc.stderr.read()
     finally:
         end(proc)
+    assert err.count("worker 0 crashed") == 1 and "restarting" in err, err
     checkpoint = load_resume_checkpoint(run_dir)
     step = checkpoint["global_step"]
-    assert step > 0 and step == int(checkpoint["worker_steps"].sum())
+    assert step > steps_before and step == int(checkpoint["worker_steps"].sum())
     before_kill = {name: csv_rows(run_dir / name) for name in ("episodes.csv", "eval.csv")}
 
     assert a3c.resume(run_dir, serial=True, max_steps=step + 10_000, max_seconds=600).exit_code == 0
