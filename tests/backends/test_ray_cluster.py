@@ -163,10 +163,6 @@ def start_run(tmp_path: Path, token: str, address: str | None, workers: int = 2,
     the faults here are deaths."""
     args = f"train --env CartPole-v1 --backend ray --workers {workers} --target-return 1e9 --quiet"
     args += f" --max-seconds {CAP_S} --hang-timeout {CAP_S} --run-dir {tmp_path / 'run'}"
-    # No evaluation (the first would come after --eval-interval): none is checked here, and each costs the
-    # evaluator actor a core while the test waits for the nodes' events (evaluations on Ray are
-    # tests/backends/test_ray_nodes.py's).
-    args += f" --eval-interval {CAP_S}"
     args += f" --set metrics_interval_steps={METRICS_EVERY} {budget}"
     args += f" --ray-address {address}" if address else ""
     with open(tmp_path / "stdout.txt", "w") as out, open(tmp_path / "stderr.txt", "w") as err:
@@ -231,11 +227,8 @@ def test_a_checkpoint_crosses_backends_both_ways_and_the_cluster_a_run_starts_st
     rows_before = len(metrics(run_dir))
     with open(tmp_path / "stdout.txt", "w") as out, open(err_path, "w") as err:
         # Its step budget is out of reach (its own would be the first segment's): the test ends it.
-        # No evaluation on Ray (--eval-interval: the cap): none is checked here, and each would cost the
-        # evaluator actor a core while the test waits.
         command = ["train", "--resume", str(run_dir), "--backend", "ray", "--max-steps", str(10**9), *common,
-                   "--workers", "2", "--set", f"metrics_interval_steps={METRICS_EVERY}",
-                   "--eval-interval", str(CAP_S)]  # fmt: skip
+                   "--workers", "2", "--set", f"metrics_interval_steps={METRICS_EVERY}"]  # fmt: skip
         run = subprocess.Popen([sys.executable, "-m", "a3c", *command, "--quiet"], cwd=ROOT,
                                env=a3c_env(token), stdout=out, stderr=err,
                                start_new_session=True)  # fmt: skip
