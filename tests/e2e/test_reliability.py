@@ -115,18 +115,6 @@ def test_killed_trainer_leaves_no_child_and_resume_continues_exactly(run_dir, to
     assert len(list((run_dir / "checkpoints").glob("step-*.pt"))) == 4  # last.pt's own + keep_checkpoints (3)
 
 
-def test_ctrl_c_twice_still_stops_cleanly(run_dir, token):
-    proc = start_cartpole(run_dir, token)
-    try:
-        os.killpg(proc.pid, signal.SIGINT)
-        os.killpg(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=60) == 130, proc.stderr.read()  # a cap, as for every stop
-    finally:
-        end(proc)
-    assert read_json(run_dir / "summary.json")["exit_reason"] == "SIGINT"
-    assert load_resume_checkpoint(run_dir)["global_step"] > 0
-
-
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Path:
     """A short serial FixedLength run, finished: a run dir with a good last.pt to break in copies."""
