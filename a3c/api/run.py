@@ -141,7 +141,7 @@ def train(  # noqa: PLR0913 - keyword-only, one per a3c train option it stands f
         config["wrappers"] = [w if isinstance(w, str) else register(w, "wrappers") for w in wrappers]
     if (seeds := config.pop("seeds", None)) is not None:  # not a config field: one run per seed
         return _train_seeds(env_id, seeds, run_dir, dict(config_file=config_file, preset=preset, force=force,
-                            serial=serial, progress=progress, **config))  # fmt: skip
+                            serial=serial, progress=progress, callbacks=callbacks, **config))  # fmt: skip
     where = {"run_dir": None if run_dir is None else Path(run_dir), "force": force, "resume": None}
     options = {"no_preset": not preset, "config_file": None if config_file is None else Path(config_file)}
     return _train(env_id, options, config, {**where, "serial": serial}, progress, callbacks)
@@ -157,6 +157,10 @@ def _train_seeds(env_id: str | None, seeds: list[int], parent: str | Path | None
     if "seed" in kwargs:
         raise BadInput("seeds: not allowed with seed; the list gives every run's seed")
     if parent is None:
+        if env_id is None and kwargs.get("config_file") is not None:
+            from a3c.training.resolve import read_config_file
+
+            env_id = read_config_file(Path(kwargs["config_file"])).get("env_id")
         if env_id is None:
             raise BadInput("seeds: expected an env_id (or a run_dir for the runs) with a seed list")
         parent = seeds_dir(env_id)

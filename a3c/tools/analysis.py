@@ -41,6 +41,7 @@ class Runs:
 def _metadata(path: Path, config: dict[str, Any]) -> dict[str, Any]:
     scalars = {k: v for k, v in config.items() if isinstance(v, str | int | float | bool) or v is None}
     scalars["hidden_sizes"] = ",".join(map(str, config.get("hidden_sizes", [])))
+    scalars["wrappers"] = ",".join(config.get("wrappers") or [])
     scalars["env_kwargs"] = json.dumps(config.get("env_kwargs", {}), sort_keys=True)  # one column, comparable
     return {
         "run": str(path),

@@ -98,7 +98,8 @@ def failure(callback: Any, hook: str, exc: BaseException) -> ErrorRecord:
 
 
 class Callbacks:
-    """The run's callbacks, called hook by hook; a callback that raised is called no more.
+    """The run's callbacks, called hook by hook; a callback that raised is called no more, but for its
+    ``on_end`` (when its ``on_start`` did not raise).
 
     A callback may carry ``stop_reason``, a StopReason's name, for the stop its true return asks for: a3c
     tune's reporter stops as "pruned"; any other as "callback"."""
@@ -110,6 +111,7 @@ class Callbacks:
                 f"callbacks: {callbacks!r} is not allowed; expected a list of callbacks, e.g. callbacks=[...]"
             )
         self.active = list(callbacks)
+        self.started: list[Any] = list(self.active)  # on_start's survivors: each gets on_end
         for callback in self.active:
             if isinstance(callback, type) or not any(callable(getattr(callback, h, None)) for h in HOOKS):
                 raise BadInput(
@@ -117,10 +119,13 @@ class Callbacks:
                     f"methods {', '.join(HOOKS)}"
                 )
 
-    def _call(self, hook: str, argument: Any) -> tuple[list[Any], list[ErrorRecord]]:
-        """Call ``hook`` of each callback that has it: (the callbacks that returned true, the errors)."""
+    def _call(
+        self, hook: str, argument: Any, callbacks: list[Any] | None = None
+    ) -> tuple[list[Any], list[ErrorRecord]]:
+        """Call ``hook`` of each callback (of ``callbacks``, else the active ones) that has it: (the callbacks
+        that returned true, the errors)."""
         stopping, errors = [], []
-        for callback in list(self.active):
+        for callback in list(self.active if callbacks is None else callbacks):
             method = getattr(callback, hook, None)
             if not callable(method):
                 continue
@@ -128,12 +133,16 @@ class Callbacks:
                 if method(dict(argument) if isinstance(argument, dict) else argument):
                     stopping.append(callback)
             except Exception as exc:
-                self.active.remove(callback)
+                if callback in self.active:
+                    self.active.remove(callback)
+                if hook == "on_start":  # never started: nothing of it to end either
+                    self.started.remove(callback)
                 errors.append(failure(callback, hook, exc))
         return stopping, errors
 
     def start(self, run: RunContext) -> None:
         """``on_start`` of each; CallbackFailed for the first that raised."""
+        self.started = list(self.active)
         _, errors = self._call("on_start", run)
         if errors:
             raise CallbackFailed(errors[0])
@@ -149,8 +158,9 @@ class Callbacks:
         return None
 
     def end(self, summary: dict[str, Any]) -> list[ErrorRecord]:
-        """``on_end`` of each (all of them, whatever one raised): the errors."""
-        return self._call("on_end", summary)[1]
+        """``on_end`` of each callback that started, also one a row hook of which raised (a tracker then
+        still closes its run, as failed); all of them, whatever one raises: the errors."""
+        return self._call("on_end", summary, self.started)[1]
 
 
 class StopOnNoImprovement(Callback):
@@ -158,7 +168,8 @@ class StopOnNoImprovement(Callback):
     counting from the ``min_evals + 1``-th evaluation on (as Stable-Baselines3's
     StopTrainingOnNoModelImprovement, which stops one evaluation later: after ``evals`` + 1).
 
-    The best counts from this process's start: a resumed run starts counting afresh."""
+    The best counts from the run's start (``on_start``): a resumed run, and each run of a seed list, starts
+    counting afresh."""
 
     def __init__(self, evals: int, min_evals: int = 0):
         if not (isinstance(evals, int) and evals >= 1):
@@ -170,6 +181,10 @@ class StopOnNoImprovement(Callback):
         self.evals, self.min_evals = evals, min_evals
         self.best: float | None = None
         self.seen = self.without_improvement = 0
+
+    def on_start(self, run: RunContext) -> None:
+        """Forget an earlier run's evaluations."""
+        self.best, self.seen, self.without_improvement = None, 0, 0
 
     def on_eval(self, row: dict[str, Any]) -> bool:
         """True at the ``evals``-th evaluation in a row below or at the best."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from a3c.core.errors import BadInput
@@ -32,16 +33,21 @@ def parse_seeds(text: str, what: str = "--seeds") -> list[int]:
 
 def check_seeds(seeds: list[int] | tuple[int, ...], what: str = "seeds") -> list[int]:
     """A Python list of seeds (``a3c.train(seeds=...)``) as a list of ints, or BadInput."""
-    if isinstance(seeds, str | bytes) or not all(
-        isinstance(s, int) and not isinstance(s, bool) for s in seeds
+    if (
+        isinstance(seeds, str | bytes)
+        or not isinstance(seeds, Iterable)
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
     ):
         raise BadInput(f"{what}: {seeds!r} is not allowed; expected a list of non-negative integers")
     return parse_seeds(",".join(map(str, seeds)), what) if seeds else parse_seeds("", what)
 
 
 def seeds_dir(env_id: str, root: Path = Path("runs")) -> Path:
-    """The default parent of a seed list's runs: ``runs/<env-id>/<YYYYmmdd-HHMMSS>-seeds``."""
-    return root / env_id / f"{time.strftime('%Y%m%d-%H%M%S')}-seeds"
+    """The default parent of a seed list's runs: ``runs/<env-id>/<YYYYmmdd-HHMMSS>-seeds`` (an env factory's
+    own name for ``<env-id>``, as one run's)."""
+    from a3c_envs.user_envs import run_name
+
+    return root / run_name(env_id) / f"{time.strftime('%Y%m%d-%H%M%S')}-seeds"
 
 
 def seed_run_dir(parent: Path, seed: int) -> Path:

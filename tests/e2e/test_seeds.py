@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.support.commands import call_a3c, call_a3c_train
 from tests.support.extras import require_extra
 
@@ -47,11 +49,24 @@ def test_the_python_api_trains_a_seed_list_into_one_parent(tmp_path):
     import a3c
     from a3c.core.errors import BadInput
 
+    class Starts:
+        def __init__(self):
+            self.run_dirs = []
+
+        def on_start(self, run):
+            self.run_dirs.append(run.run_dir)
+
+    starts = Starts()
     runs = a3c.train(
-        "CartPole-v1", seeds=[4, 1], run_dir=tmp_path, serial=True, max_steps=100, eval_episodes=2
-    )
+        "CartPole-v1", seeds=[4, 1], run_dir=tmp_path, serial=True, max_steps=100, eval_episodes=2,
+        callbacks=[starts],
+    )  # fmt: skip
     assert [r.run_dir for r in runs] == [tmp_path / "s4", tmp_path / "s1"]
     assert [r.config["seed"] for r in runs] == [4, 1] and [r.exit_code for r in runs] == [0, 0]
+    assert starts.run_dirs == [tmp_path / "s4", tmp_path / "s1"]  # the callbacks see every seed's run
+    for bad in (5, "0-2", [0.5]):
+        with pytest.raises(BadInput, match=r"^seeds: .* is not allowed; expected a list of non-negative"):
+            a3c.train("CartPole-v1", seeds=bad, run_dir=tmp_path / "bad", serial=True)
     try:
         a3c.train("CartPole-v1", seeds=[0], seed=3, run_dir=tmp_path / "x", serial=True)
     except BadInput as error:

@@ -117,3 +117,15 @@ def test_an_unknown_key_is_one_error_line_and_exit_2(two_lrs, tmp_path, legends)
     assert line.startswith("error: --group-by: 'learning_rate' is not a key of these runs' config"), line
     assert all(key in line for key in ("env_id", "lr", "gamma", "hidden_sizes")), line
     assert not out.exists() and not legends and result.stdout == ""
+
+
+def test_runs_that_differ_only_in_their_wrappers_are_two_configs(tmp_path):
+    from a3c.tools.analysis import load_runs
+
+    for seed in (0, 1):
+        fake_run(tmp_path / "plain", f"s{seed}", seed, 1e-3)
+        wrapped = fake_run(tmp_path / "wrapped", f"s{seed}", seed, 1e-3)
+        config = json.loads((wrapped / "config.json").read_text())
+        (wrapped / "config.json").write_text(json.dumps({**config, "wrappers": ["pkg.mod:Clip"]}))
+    runs = load_runs(str(tmp_path / "*" / "s*"))
+    assert sorted(runs.runs["wrappers"]) == ["", "", "pkg.mod:Clip", "pkg.mod:Clip"]

@@ -47,15 +47,24 @@ def test_a_callback_returning_true_stops_the_run_cleanly(run_dir):
 
 
 class RaisesOnEpisode:
+    def __init__(self):
+        self.ended: list[dict] = []
+
     def on_episode(self, row):
         if row["global_step"] >= 50:
             raise ValueError("no more episodes, please")
 
+    def on_end(self, summary):
+        self.ended.append(summary)
+
 
 def test_a_raising_callback_fails_the_run_in_one_line_and_keeps_its_files(run_dir, capsys):
+    raising = RaisesOnEpisode()
     with pytest.raises(a3c.TrainingFailed) as failed:
-        small_run(run_dir, [RaisesOnEpisode()])
+        small_run(run_dir, [raising])
     assert failed.value.run.run_dir == run_dir
+    # Its on_end still comes (a tracker closes its run), once, with the failure.
+    assert [s["exit_reason"] for s in raising.ended] == ["failed: callback RaisesOnEpisode.on_episode"]
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error")]
     assert len(errors) == 1 and re.fullmatch(
         r"error: callback RaisesOnEpisode.on_episode failed: ValueError: no more episodes, please "
