@@ -17,6 +17,8 @@ from tests.support.extras import require_extra
 from tests.support.models import TwoHeads
 from tests.test_cli import bad, call
 
+pytestmark = pytest.mark.slow  # trains, exports and plays networks for seconds
+
 
 def observations(batch: int = 64, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).normal(size=(batch, 4)).astype(np.float32)

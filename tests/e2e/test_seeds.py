@@ -10,6 +10,8 @@ import pytest
 from tests.support.commands import call_a3c, call_a3c_train
 from tests.support.extras import require_extra
 
+pytestmark = pytest.mark.slow  # trains a run per seed
+
 
 def test_seeds_make_one_run_each_and_runs_prints_their_iqm(tmp_path):
     require_extra("pandas", "analysis")
