@@ -141,7 +141,7 @@ SLOWEST_UNITS_S = {
     "tests/e2e/test_train.py": 46,
     "tests/e2e/test_export.py": 46,
     "tests/tools/test_bench.py": 36,
-    "tests/api/test_notebook.py": 30,  # two notebooks: the API one, and extend.ipynb (2 workers, MLflow)
+    "tests/api/test_notebook.py": 30,  # two notebooks: the API one, and extend.ipynb (a worker, MLflow)
     "tests/e2e/test_video.py": 27,
     "tests/e2e/test_many_workers.py": 25,
     "tests/e2e/test_reliability.py": 25,

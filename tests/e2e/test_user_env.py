@@ -17,6 +17,7 @@ import pytest
 
 import a3c
 from a3c.core import user_code
+from a3c.training.trackers import log_videos
 from tests.support import envs as support_envs
 from tests.support.commands import a3c_env, call_a3c, call_a3c_train
 from tests.support.extras import require_extra
@@ -156,9 +157,24 @@ def test_a_scripts_env_wrapper_network_callback_and_tracker_train_with_workers_a
     resumed = a3c.resume(run_dir, serial=True, max_steps=steps + 100, trust_code=True)
     assert resumed.exit_code == 0 and resumed.summary["total_steps"] >= steps + 100
     (again,) = client.search_runs([client.get_experiment_by_name("a3c").experiment_id])
-    assert again.info.run_id == logged.info.run_id and again.data.tags["summary.total_steps"] == str(
+    run_id = logged.info.run_id
+    assert again.info.run_id == run_id and again.data.tags["summary.total_steps"] == str(
         resumed.summary["total_steps"]
     )
+    assert again.info.status == "FINISHED" and again.data.params["lr"] == str(
+        read_json(run_dir / "config.json")["lr"]
+    )
+    # Both segments' episodes, at their global steps (MLflow keeps one of equal metrics at one step).
+    history = client.get_metric_history(run_id, "charts/episodic_return")
+    rows = csv_rows(run_dir / "episodes.csv")
+    assert {(m.step, m.value) for m in history} == {(int(r["global_step"]), float(r["return"])) for r in rows}
+    assert {"losses/value_loss", "charts/SPS"} <= set(again.data.metrics)
+    assert [a.path for a in client.list_artifacts(run_id, "checkpoints")] == ["checkpoints/best.pt"]
+    # a3c train --video's end: the video, recorded after the run, goes into the same MLflow run.
+    (run_dir / "videos").mkdir()
+    (run_dir / "videos" / "best-seed12345.mp4").write_bytes(b"not really a video")
+    assert log_videos(run_dir, "mlflow") == 0
+    assert [a.path for a in client.list_artifacts(run_id, "videos")] == ["videos/best-seed12345.mp4"]
 
 
 class Repeated(gym.ObservationWrapper):

@@ -1,7 +1,7 @@
-"""Experiment trackers (a3c.training.trackers): a serial run logged to MLflow (a SQLite store in tmp_path)
-and read back, its resume continuing the same MLflow run; ``a3c train --track wandb`` end to end in W&B's
-offline mode, its run file read back. Both packages import slowly (MLflow ~4 CPU-s, its store's tables
-~3 more): their tests are here, together, and marked slow."""
+"""Experiment trackers (a3c.training.trackers): ``a3c train --track wandb`` end to end in W&B's offline
+mode, its run file read back. MLflow's run, its resume, its artifacts and its video are read back in
+tests/e2e/test_user_env.py's script test, which trains with MLflow already (MLflow imports slowly: ~4 CPU-s,
+its store's tables ~3 more)."""
 
 from __future__ import annotations
 
@@ -11,54 +11,13 @@ from pathlib import Path
 
 import pytest
 
-import a3c
-from a3c.training.trackers import log_videos
 from tests.support.commands import run_a3c
 from tests.support.extras import require_extra
-from tests.support.run_files import csv_rows, data_rows, read_json
+from tests.support.run_files import data_rows, read_json
 
 ENV = "tests.support.envs:FixedLength-v0"
 
 pytestmark = pytest.mark.slow
-
-
-def test_mlflow_logs_params_metrics_and_best_and_a_resume_continues_its_run(tmp_path, monkeypatch):
-    require_extra("mlflow", "mlflow")
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    monkeypatch.chdir(tmp_path)  # the store's artifacts go to ./mlruns
-    run_dir = tmp_path / "my-run"
-    settings = {"serial": True, "eval_interval_steps": 200, "track": "mlflow"}
-    a3c.train(ENV, run_dir=run_dir, max_steps=400, lr=2e-3, **settings)
-    run_id = read_json(run_dir / "tracker.json")["mlflow"]
-    assert read_json(run_dir / "config.json")["track"] == "mlflow"
-
-    a3c.resume(run_dir, serial=True, max_steps=600)
-    assert read_json(run_dir / "tracker.json") == {"mlflow": run_id}
-
-    client = MlflowClient(uri)
-    (logged,) = client.search_runs([client.get_experiment_by_name("a3c").experiment_id])
-    assert logged.info.run_id == run_id and logged.info.run_name == "my-run"
-    assert logged.info.status == "FINISHED" and logged.data.tags["summary.total_steps"] == "600"
-    assert logged.data.params["lr"] == "0.002" and logged.data.params["env_id"] == ENV
-    assert {"charts/episodic_return", "losses/value_loss", "charts/SPS"} <= set(logged.data.metrics)
-    # Both segments' episodes (MLflow keeps one of equal metrics at one step and time: two 10-step episodes
-    # end in one 20-step update).
-    history = client.get_metric_history(run_id, "charts/episodic_return")
-    rows = csv_rows(run_dir / "episodes.csv")
-    assert {(m.step, m.value) for m in history} == {(int(r["global_step"]), float(r["return"])) for r in rows}
-    assert max(m.step for m in history) == 600 and len(rows) == 60
-    evals = client.get_metric_history(run_id, "eval/mean_return")
-    assert sorted(m.step for m in evals) == [200, 400, 600]  # one per eval.csv row, at its global_step
-    assert [a.path for a in client.list_artifacts(run_id, "checkpoints")] == ["checkpoints/best.pt"]
-
-    # a3c train --video's end: the video, recorded after the run, goes into the same MLflow run.
-    (run_dir / "videos").mkdir()
-    (run_dir / "videos" / "best-seed12345.mp4").write_bytes(b"not really a video")
-    assert log_videos(run_dir, "mlflow") == 0
-    assert [a.path for a in client.list_artifacts(run_id, "videos")] == ["videos/best-seed12345.mp4"]
 
 
 def wandb_records(path: Path) -> list[bytes]:
