@@ -68,37 +68,40 @@ def check_code_modules(
     env_id: str | None, wrappers: Any, model: str | None, trusted: bool, source: str
 ) -> None:
     """``check_env_module`` of every reference a file (a config file, a checkpoint, a resumed run's config)
-    names: its env, its wrappers and its model when that is no built-in network (``mlp``, ``cnn``); and an
-    env factory that is no ``gymnasium.Env`` class needs ``trusted`` too."""
+    names: its env, its wrappers and its model when that is no built-in network (``mlp``, ``cnn``); and,
+    unless ``trusted``, an env that is no ``gymnasium.Env`` class and a wrapper that is no
+    ``gymnasium.Wrapper`` class are refused (``_check_kind``). A model builder is called with the env's
+    spaces only, which no file chooses."""
+    import gymnasium as gym
+
     if env_id is not None:
         check_env_module(env_id, trusted, source)
-        _check_factory_is_an_env_class(env_id, trusted, source)
+        _check_kind(env_id, "env", gym.Env, trusted, source)
     for wrapper in wrappers or ():
         check_env_module(str(wrapper), trusted, source, "wrapper")
+        _check_kind(str(wrapper), "wrapper", gym.Wrapper, trusted, source)
     if model is not None and model not in ("mlp", "cnn"):
         check_env_module(str(model), trusted, source, "model")
 
 
-def _check_factory_is_an_env_class(env_id: str, trusted: bool, source: str) -> None:
-    """EnvSetupError unless ``trusted`` when a file's ``env_id`` names a factory that is no ``gymnasium.Env``
-    class: a3c would call it with the file's ``env_kwargs``, and a file from someone else could name any
-    installed function (``subprocess:run``). The user's own objects of this process are theirs to call."""
-    import gymnasium as gym
-
+def _check_kind(ref: str, what: str, kind: type, trusted: bool, source: str) -> None:
+    """EnvSetupError unless ``trusted`` when a file's ``ref`` (an env factory, a wrapper) names no ``kind``
+    class: a3c would call it with the file's ``env_kwargs`` (an env) or an env (a wrapper),
+    and a file from someone else could name any installed function (``subprocess:run``) or one the running
+    script defines. The objects the user gave this process are theirs to call."""
     from a3c.core.user_code import is_registered, resolve
     from a3c_envs.user_envs import is_factory
 
-    if trusted or is_registered(env_id) or not is_factory(env_id):
+    if trusted or is_registered(ref) or (what == "env" and not is_factory(ref)):
         return
     try:
-        factory = resolve(env_id, "env_id")
+        obj = resolve(ref, what)
     except Exception:  # noqa: BLE001 - not resolvable: making the env says why, in one line
         return
-    if isinstance(factory, type) and issubclass(factory, gym.Env):
+    if isinstance(obj, type) and issubclass(obj, kind):
         return
-    if getattr(factory, "__module__", None) in ("__main__", "__mp_main__"):
-        return  # the running script's own function, defined again
+    name = f"{kind.__module__.split('.')[0]}.{kind.__name__}"
     raise EnvSetupError(
-        f"{source}: its env {env_id!r} is a function a3c would call with the file's env_kwargs, not a "
-        f"gymnasium.Env class; pass {TRUST_FLAG} if you trust the file (or train with the env's class)"
+        f"{source}: its {what} {ref!r} is not a {name} class, and a3c would call it with what the file "
+        f"gives; pass {TRUST_FLAG} if you trust the file (Python: trust_env_module=True or trust_code=True)"
     )

@@ -178,13 +178,14 @@ def load(
     An env factory, wrappers or a network the run was given from a script or notebook are found in this
     session (given again, or defined again under the same name in the running script or notebook); with
     ``trust_code=True`` they are unpickled from the run dir's ``user_code.pkl`` instead (that runs the
-    code saved there: only for runs you trust; without it a checkpoint is data and runs no code)."""
+    code saved there, and implies ``trust_env_module``: only for runs you trust). Without it a checkpoint
+    names no code a3c would call but an env or wrapper class of an installed module."""
     from a3c.rundir.checkpoints import load_policy
 
     path = Path(path)
     if trust_code:
         load_run_code(path)
-    return Policy(load_policy(path, trust_env_module), seed)
+    return Policy(load_policy(path, trust_env_module or trust_code), seed)
 
 
 def load_run_code(path: Path) -> None:

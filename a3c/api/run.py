@@ -159,8 +159,11 @@ def _train_seeds(env_id: str | None, seeds: list[int], parent: str | Path | None
     if parent is None:
         if env_id is None and kwargs.get("config_file") is not None:
             from a3c.training.resolve import read_config_file
+            from a3c_envs.modules import check_code_modules
 
-            env_id = read_config_file(Path(kwargs["config_file"])).get("env_id")
+            path = Path(kwargs["config_file"])
+            env_id = read_config_file(path).get("env_id")
+            check_code_modules(env_id, (), None, False, f"--config {str(path)!r}")  # before any import
         if env_id is None:
             raise BadInput("seeds: expected an env_id (or a run_dir for the runs) with a seed list")
         parent = seeds_dir(env_id)
@@ -192,7 +195,8 @@ def resume(
     if trust_code:
         load_run_code(Path(run_dir))
     where = {"run_dir": None, "force": False, "resume": Path(run_dir), "serial": serial}
-    return _train(None, {"trust_env_module": trust_env_module}, config, where, progress, callbacks)
+    trust = {"trust_env_module": trust_env_module or trust_code}
+    return _train(None, trust, config, where, progress, callbacks)
 
 
 def _train(

@@ -10,6 +10,7 @@ there as they arrive), and ``resolve`` (a reference: the registry, else an impor
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 import sys
 from pathlib import Path
@@ -17,8 +18,10 @@ from typing import Any
 
 from a3c.core.errors import BadInput
 
-# The objects this process was given or received, by reference.
+# The objects this process was given or received, by reference; and those of them that were found in the
+# running script (``_from_this_main``), which a file's reference may name but not vouch for.
 _REGISTRY: dict[str, Any] = {}
+_FOUND_IN_MAIN: set[str] = set()
 
 # A reference: dotted module path, a colon, a dotted attribute path (a class, a function, a nested class).
 _REFERENCE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -80,8 +83,9 @@ def register(obj: Any, what: str) -> str:
 
 
 def is_registered(ref: str) -> bool:
-    """Whether an object was given or received by that reference in this process."""
-    return ref in _REGISTRY
+    """Whether the user gave this process the object of that reference (or a parent sent it): their own to
+    call. One found in the running script by a file's reference is not (``resolve``)."""
+    return ref in _REGISTRY and ref not in _FOUND_IN_MAIN
 
 
 def _from_this_main(ref: str) -> Any:
@@ -92,8 +96,8 @@ def _from_this_main(ref: str) -> Any:
     if module not in _SCRIPT_MODULES or main is None or not is_reference(ref):
         return None
     obj: Any = main
-    for part in path.split("."):
-        obj = getattr(obj, part, None)
+    for part in path.split("."):  # static lookups: a name must not run the script's properties
+        obj = inspect.getattr_static(obj, part, None)
     # Only what the script defines itself: not what it imported (``__main__:os.system``).
     return obj if callable(obj) and getattr(obj, "__module__", None) in _SCRIPT_MODULES else None
 
@@ -106,6 +110,8 @@ def resolve(ref: str, what: str) -> Any:
         return _REGISTRY[ref]
     module = ref.partition(":")[0]
     if (found := _from_this_main(ref)) is not None:
+        _REGISTRY[ref] = found  # sent to children by value as the objects the user gave are
+        _FOUND_IN_MAIN.add(ref)
         return found
     if module in _SCRIPT_MODULES or any(c in ref for c in "#<("):
         raise BadInput(
@@ -118,7 +124,7 @@ def resolve(ref: str, what: str) -> Any:
         raise BadInput(f"{what}: {ref!r} is not allowed; expected pkg.module:name of an importable callable")
     try:
         obj = _import(ref)
-    except (ImportError, AttributeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - a module may raise anything at import: one line, not a traceback
         raise BadInput(
             f"{what}: {ref!r} cannot be imported ({type(exc).__name__}: {exc}); expected pkg.module:name "
             "of a callable importable here"

@@ -207,7 +207,7 @@ def test_the_wrapper_option_and_a_factory_reference_on_the_command_line(tmp_path
     # A checkpoint is data: a3c calls the function it names (with the file's env_kwargs) only when trusted.
     refused = call_a3c("evaluate", str(run_dir))
     assert refused.returncode == 2 and len(refused.stderr.splitlines()) == 1, refused.stderr
-    assert "is a function a3c would call with the file's env_kwargs" in refused.stderr, refused.stderr
+    assert "is not a gymnasium.Env class, and a3c would call it with what the file gives" in refused.stderr
     evaluated = call_a3c("evaluate", str(run_dir), "--episodes", "2", "--json", "--trust-env-module")
     assert evaluated.returncode == 0 and json.loads(evaluated.stdout)["mean_return"] == 10.0, evaluated.stderr
     monkeypatch.setattr(support_envs, "Doubled", Repeated)  # the wrapper's module changed since

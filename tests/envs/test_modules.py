@@ -127,17 +127,27 @@ def test_a_files_model_wrappers_and_env_are_all_checked_and_a_factory_function_n
     with pytest.raises(EnvSetupError, match=r"^src: its wrapper 'evil_nets:Wrap' would import module"):
         check_code_modules(None, ["evil_nets:Wrap"], "mlp", False, "src")
     assert not (in_folder / "imported.marker").exists()
-    # An installed function named as the env would be called with the file's env_kwargs: only when trusted.
-    with pytest.raises(EnvSetupError, match=r"^src: its env 'subprocess:run' is a function a3c would call"):
+    # An installed function named as the env would be called with the file's env_kwargs, one named as a
+    # wrapper with an env: only when trusted; an env or wrapper class is what a run names.
+    with pytest.raises(EnvSetupError, match=r"^src: its env 'subprocess:run' is not a gymnasium.Env class"):
         check_code_modules("subprocess:run", (), "mlp", False, "src")
-    check_code_modules("subprocess:run", (), "mlp", True, "src")
-    check_code_modules("gymnasium.envs.classic_control.cartpole:CartPoleEnv", (), "mlp", False, "src")
+    with pytest.raises(EnvSetupError, match=r"^src: its wrapper 'code:interact' is not a gymnasium.Wrapper"):
+        check_code_modules(None, ["code:interact"], "mlp", False, "src")
+    check_code_modules("subprocess:run", ["code:interact"], "mlp", True, "src")
+    cartpole, clip = "gymnasium.envs.classic_control.cartpole:CartPoleEnv", "gymnasium.wrappers:ClipReward"
+    check_code_modules(cartpole, [clip], "mlp", False, "src")
 
 
 def test_a_script_name_resolves_only_to_what_the_running_script_defines(monkeypatch):
     main = types.ModuleType("__main__")
-    exec("import os\nclass Mine:\n    pass\n", main.__dict__)
+    exec("import os\nclass Mine:\n    pass\ndef mine(path):\n    pass\n", main.__dict__)
     monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(user_code, "_REGISTRY", {})
+    monkeypatch.setattr(user_code, "_FOUND_IN_MAIN", set())
     assert user_code.resolve("__main__:Mine", "env_id") is main.Mine
+    assert user_code.by_value(["__main__:Mine"]) == {"__main__:Mine": main.Mine}  # children get it by value
     with pytest.raises(BadInput, match="trust_code=True"):
         user_code.resolve("__main__:os.system", "env_id")  # imported there, not defined there
+    # A file naming the script's own function does not make it the user's to call with the file's kwargs.
+    with pytest.raises(EnvSetupError, match=r"^src: its env '__main__:mine' is not a gymnasium.Env class"):
+        check_code_modules("__main__:mine", (), "mlp", False, "src")
