@@ -74,13 +74,15 @@ def check_code_modules(
     spaces only, which no file chooses."""
     import gymnasium as gym
 
+    from a3c.core.config import BUILTIN_MODELS
+
     if env_id is not None:
         check_env_module(env_id, trusted, source)
         _check_kind(env_id, "env", gym.Env, trusted, source)
     for wrapper in wrappers or ():
         check_env_module(str(wrapper), trusted, source, "wrapper")
         _check_kind(str(wrapper), "wrapper", gym.Wrapper, trusted, source)
-    if model is not None and model not in ("mlp", "cnn"):
+    if model is not None and model not in BUILTIN_MODELS:
         check_env_module(str(model), trusted, source, "model")
 
 

@@ -17,15 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
+from a3c.core.config import BUILTIN_MODELS
 from a3c.core.errors import BadInput
-from a3c.core.user_code import is_reference, is_registered, resolve
+from a3c.core.user_code import is_reference, is_registered, names_script_code, resolve
 from a3c_envs.errors import EnvSetupError
 
 if TYPE_CHECKING:
     from a3c.core.config import Config
-
-# The modules whose names no other process can import (a script run as python script.py, a notebook).
-_SCRIPT_MODULES = ("__main__", "__mp_main__")
 
 
 def is_factory(env_id: str) -> bool:
@@ -34,7 +32,7 @@ def is_factory(env_id: str) -> bool:
     module, sep, name = env_id.partition(":")
     if not sep or not module:
         return False
-    if is_registered(env_id) or module in _SCRIPT_MODULES or any(c in name for c in "#<("):
+    if is_registered(env_id) or names_script_code(env_id):
         # an object given in this process, or a name only such an object has
         return True
     if not is_reference(env_id):
@@ -51,7 +49,7 @@ def code_references(config: Config) -> list[str]:
     to a child): its env when it names a factory, its wrappers, its model when it is a reference."""
     refs = [config.env_id] if is_factory(config.env_id) else []
     refs += list(config.wrappers)
-    return refs + ([config.model] if config.model not in ("mlp", "cnn") else [])
+    return refs + ([config.model] if config.model not in BUILTIN_MODELS else [])
 
 
 def run_name(env_id: str) -> str:
@@ -120,8 +118,7 @@ def refuse_unknown_script_code(refs: list[str], source: str) -> None:
     defined in the script or notebook that trained the run and not known in this process: the command never
     unpickles a run's code (``user_code.pkl``); ``a3c.load``/``a3c.resume`` do with ``trust_code=True``."""
     for ref in refs:
-        module, _, name = ref.partition(":")
-        if module not in _SCRIPT_MODULES and not any(c in name for c in "#<("):
+        if not names_script_code(ref):
             continue
         try:
             resolve(ref, "env_id")

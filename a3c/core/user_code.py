@@ -82,6 +82,14 @@ def register(obj: Any, what: str) -> str:
     return ref
 
 
+def names_script_code(ref: str) -> bool:
+    """Whether ``ref`` is a name only an object given in a process has: one of a script or notebook
+    (``__main__:Coin``), a second of one name (``#2``), a lambda or local (``<lambda>``), a partial or
+    another callable instance (``()``). No other process can import it by that name."""
+    module, _, name = ref.partition(":")
+    return module in _SCRIPT_MODULES or any(c in name for c in "#<(")
+
+
 def is_registered(ref: str) -> bool:
     """Whether the user gave this process the object of that reference (or a parent sent it): their own to
     call. One found in the running script by a file's reference is not (``resolve``)."""
@@ -108,12 +116,11 @@ def resolve(ref: str, what: str) -> Any:
     config field) when none can be."""
     if ref in _REGISTRY:
         return _REGISTRY[ref]
-    module = ref.partition(":")[0]
     if (found := _from_this_main(ref)) is not None:
         _REGISTRY[ref] = found  # sent to children by value as the objects the user gave are
         _FOUND_IN_MAIN.add(ref)
         return found
-    if module in _SCRIPT_MODULES or any(c in ref for c in "#<("):
+    if names_script_code(ref):
         raise BadInput(
             f"{what}: {ref!r} was defined in the script or notebook that started the run and is not known "
             "here; define it again under that name in this script or notebook, pass trust_code=True to "

@@ -143,7 +143,27 @@ def log_videos(run_dir: Path, track: str) -> int:
     return 0
 
 
-class MlflowTracker(Callback):
+class RowTracker(Callback):
+    """A tracker's row hooks: each row goes to ``take(hook, row)``, which logs ``metrics_of(hook, row)``."""
+
+    def take(self, hook: str, row: dict[str, Any]) -> None:
+        """Log the metrics of ``row``, which ``hook`` received."""
+        raise NotImplementedError
+
+    def on_episode(self, row: dict[str, Any]) -> None:
+        """charts/episodic_return, charts/episodic_length."""
+        self.take("on_episode", row)
+
+    def on_metrics(self, row: dict[str, Any]) -> None:
+        """losses/..., charts/learning_rate, charts/SPS, async/policy_lag_..."""
+        self.take("on_metrics", row)
+
+    def on_eval(self, row: dict[str, Any]) -> None:
+        """eval/mean_return, eval/std_return, ..."""
+        self.take("on_eval", row)
+
+
+class MlflowTracker(RowTracker):
     """Logs the run to MLflow (``MlflowClient``): a new run named after the run dir, or, on a resume, the
     one tracker.json names. Parameters are logged once (MLflow's are immutable): a resume's changed values
     are in config.json."""
@@ -177,7 +197,8 @@ class MlflowTracker(Callback):
         for first in range(0, len(params), 100):  # MLflow takes at most 100 parameters a batch
             self.client.log_batch(self.run_id, params=params[first : first + 100])
 
-    def _add(self, hook: str, row: dict[str, Any]) -> None:
+    def take(self, hook: str, row: dict[str, Any]) -> None:
+        """Queue the row's metrics; send them in a batch every FLUSH_ROWS rows or FLUSH_S seconds."""
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
@@ -192,18 +213,6 @@ class MlflowTracker(Callback):
         for first in range(0, len(pending), 1000):
             self.client.log_batch(self.run_id, metrics=pending[first : first + 1000])
 
-    def on_episode(self, row: dict[str, Any]) -> None:
-        """charts/episodic_return, charts/episodic_length."""
-        self._add("on_episode", row)
-
-    def on_metrics(self, row: dict[str, Any]) -> None:
-        """losses/..., charts/learning_rate, charts/SPS, async/policy_lag_..."""
-        self._add("on_metrics", row)
-
-    def on_eval(self, row: dict[str, Any]) -> None:
-        """eval/mean_return, eval/std_return, ..."""
-        self._add("on_eval", row)
-
     def on_end(self, summary: dict[str, Any]) -> None:
         """The last metrics, summary.json's outcome as tags, best.pt and the videos; the run's status."""
         if self.client is None:  # on_start never ran (another callback's on_start failed first)
@@ -216,7 +225,7 @@ class MlflowTracker(Callback):
         self.client.set_terminated(self.run_id, status=run_status(str(summary.get("exit_reason", ""))))
 
 
-class WandbTracker(Callback):
+class WandbTracker(RowTracker):
     """Logs the run to Weights & Biases (``wandb.init``): named after the run dir, its id kept in
     tracker.json (``resume="allow"`` continues it); every metric is plotted against ``global_step``.
 
@@ -260,7 +269,8 @@ class WandbTracker(Callback):
                 self.failed = exc
                 return
 
-    def _log(self, hook: str, row: dict[str, Any]) -> None:
+    def take(self, hook: str, row: dict[str, Any]) -> None:
+        """Hand the row's metrics to the sender thread (raising what it failed with, if it did)."""
         if self.failed is not None:
             raise self.failed
         self.rows.put({**metrics_of(hook, row), "global_step": int(row["global_step"])})
@@ -274,18 +284,6 @@ class WandbTracker(Callback):
                 raise TimeoutError(f"W&B took more than {SEND_TIMEOUT_S:.0f} s to take the run's last rows")
         if self.failed is not None:
             raise self.failed
-
-    def on_episode(self, row: dict[str, Any]) -> None:
-        """charts/episodic_return, charts/episodic_length."""
-        self._log("on_episode", row)
-
-    def on_metrics(self, row: dict[str, Any]) -> None:
-        """losses/..., charts/learning_rate, charts/SPS, async/policy_lag_..."""
-        self._log("on_metrics", row)
-
-    def on_eval(self, row: dict[str, Any]) -> None:
-        """eval/mean_return, eval/std_return, ..."""
-        self._log("on_eval", row)
 
     def on_end(self, summary: dict[str, Any]) -> None:
         """summary.json's values into the run's summary, best.pt and the videos saved with it; finish."""
