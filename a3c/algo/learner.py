@@ -33,6 +33,7 @@ from a3c.algo.optim import (
 from a3c.algo.rollout import Episode, ObsNormalizer, RolloutCollector
 from a3c.algo.user_model import build_user_model
 from a3c.core.config import BUILTIN_MODELS, Config
+from a3c.core.devices import resolve_device
 from a3c.core.spaces import Spaces
 from a3c_envs import make_vector_env
 
@@ -64,10 +65,17 @@ def build_model(config: Config, spaces: Spaces) -> nn.Module:
     )
 
 
-def build_shared(config: Config, spaces: Spaces) -> tuple[nn.Module, SharedOptimizer]:
+def build_shared(
+    config: Config, spaces: Spaces, device: torch.device | None = None
+) -> tuple[nn.Module, SharedOptimizer]:
     """The global model, its parameters views into one flat buffer in shared memory, and the shared
-    optimizer that steps that one buffer (its state created eagerly, in shared memory, by the optimizer)."""
-    model = build_model(config, spaces)
+    optimizer that steps that one buffer (its state created eagerly, in shared memory, by the optimizer).
+
+    All of it on ``device`` (default: the config's, ``resolve_device``). On a GPU the buffer and the moments
+    are CUDA tensors: torch.multiprocessing shares them with spawned and forkserver children by CUDA IPC
+    (``share_memory_`` is for CPU tensors), as long as this process keeps them alive (docs/gpu.md)."""
+    device = device or resolve_device(config.device, config.model, config.backend)
+    model = build_model(config, spaces).to(device)
     flat = flatten_parameters(model, shared=True)
     return model, make_optimizer(config.optimizer, [flat], config.lr, config.optimizer_eps)
 
@@ -126,6 +134,7 @@ class Learner:
         if len(stepped) != 1 or stepped[0].data_ptr() != flat_view(shared_model).data_ptr():
             raise ValueError("the optimizer must step the shared model's flat buffer (build_shared)")
         self.shared_flat = stepped[0]
+        self.device = self.shared_flat.device  # the shared model's: the local copy, the batches, the step
         self.local_model = copy.deepcopy(shared_model)
         self.local_flat = flatten_parameters(self.local_model)
         self.local_grad = attach_flat_grad(self.local_model, self.local_flat)
@@ -147,8 +156,9 @@ class Learner:
         self.collector = RolloutCollector(envs, config.t_max, seed, self.dist, normalizer, reward_scale)
         self.policy = make_policy(self.local_model, envs.num_envs)
         # The closed-form numpy gradient covers the MLP with discrete actions (categorical, MultiDiscrete,
-        # MultiBinary); everything else takes autograd.
+        # MultiBinary) on the CPU; everything else takes autograd.
         closed_form = isinstance(self.local_model, ActorCritic) and not self.dist.continuous
+        closed_form = closed_form and self.device.type == "cpu"
         use_numpy = config.numpy_grad and closed_form
         self.numpy_grad = MlpGradient(self.local_model, self.dist) if use_numpy else None
 

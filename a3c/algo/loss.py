@@ -15,6 +15,7 @@ from torch import nn
 from a3c.algo.distributions import ActionDist
 from a3c.algo.optim import clip_flat_grad
 from a3c.algo.rollout import Segment, segment_batch, segment_targets
+from a3c.core.devices import model_device, to_device
 
 
 def policy_gradient_loss(log_probs: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
@@ -97,29 +98,30 @@ def segment_loss(
     model, one unroll of the segment from its stored initial state. ``dist``: the action distribution
     (default: categorical over the model's outputs), whose ``mean_penalty`` joins the total."""
     n = seg.rewards.size
+    device = model_device(model)  # the batches go where the model is (the same memory on the CPU)
     if getattr(model, "recurrent", False):
         trunc_t, trunc_b = seg.truncated.nonzero()
         out, all_values = model.unroll(
-            torch.from_numpy(seg.obs),
+            to_device(seg.obs, device),
             seg.init_state,
             seg.terminated | seg.truncated,
-            torch.from_numpy(seg.next_obs),
-            torch.from_numpy(seg.final_obs[trunc_t, trunc_b]),
+            to_device(seg.next_obs, device),
+            to_device(seg.final_obs[trunc_t, trunc_b], device),
             (trunc_t, trunc_b),
         )
     else:
-        out, all_values = model(torch.from_numpy(segment_batch(seg)))
+        out, all_values = model(to_device(segment_batch(seg), device))
     # The targets need no gradient: GAE runs in numpy on the detached values.
-    advantages, returns = segment_targets(seg, all_values.detach().numpy(), gamma, gae_lambda)
+    advantages, returns = segment_targets(seg, all_values.detach().cpu().numpy(), gamma, gae_lambda)
     dist = dist or ActionDist(False, out.shape[1])
-    actions = torch.from_numpy(seg.actions.reshape(n, *seg.actions.shape[2:]))
+    actions = to_device(seg.actions.reshape(n, *seg.actions.shape[2:]), device)
     log_probs, entropy = dist.log_prob_entropy(out[:n], actions)
     terms = a2c_loss(
         log_probs,
         entropy,
         all_values[:n],
-        torch.from_numpy(advantages.reshape(n)),
-        torch.from_numpy(returns.reshape(n)),
+        to_device(advantages.reshape(n), device),
+        to_device(returns.reshape(n), device),
         value_coef,
         entropy_coef,
     )

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from a3c.algo.distributions import raw_log_std
+from a3c.core.devices import model_device, to_device
 
 # The MLP's hidden-layer activations by ``Config.activation`` name (``numpy_mlp`` has their twins).
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -162,8 +163,8 @@ class ConvActorCritic(nn.Module):
         """Zero LSTM state for ``batch`` envs ([B, H] each), or None without an LSTM."""
         if self.lstm is None:
             return None
-        size = self.lstm.hidden_size
-        return torch.zeros(batch, size), torch.zeros(batch, size)
+        size, device = self.lstm.hidden_size, self.lstm.weight_hh.device
+        return torch.zeros(batch, size, device=device), torch.zeros(batch, size, device=device)
 
     def encode(self, obs: torch.Tensor) -> torch.Tensor:
         """[N, C, H, W] pixels (any dtype, 0-255) → [N, 256] features."""
@@ -217,7 +218,7 @@ class ConvActorCritic(nn.Module):
         # The input half of every step's gates in one GEMM over T*B rows (nn.LSTMCell would read W_ih once
         # per step); the recurrent half stays per step. nn.LSTMCell's math, gates in its i, f, g, o order.
         gates_in = torch.addmm(lstm.bias_ih, features, lstm.weight_ih.t()).reshape(steps, batch, -1)
-        keep = torch.from_numpy(~ends).float().unsqueeze(-1)  # [T, B, 1]
+        keep = to_device(~ends, obs.device).float().unsqueeze(-1)  # [T, B, 1]
         h, c = state
         hs, cs = [], []
         for t in range(steps):
@@ -252,6 +253,7 @@ class TorchPolicy:
 
     def __init__(self, model: nn.Module, num_envs: int):
         self.model = model
+        self.device = model_device(model)  # observations go there; outputs come back to the host
         self.recurrent = bool(getattr(model, "recurrent", False))
         self.num_envs = num_envs
         self._state = model.initial_state(num_envs) if self.recurrent else None
@@ -259,8 +261,8 @@ class TorchPolicy:
     @torch.no_grad()
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Observations [B, ...] → policy outputs [B, P]; a recurrent model's state advances one step."""
-        out, _, self._state = self.model.step(torch.from_numpy(obs), self._state)
-        return out.numpy()
+        out, _, self._state = self.model.step(to_device(obs, self.device), self._state)
+        return out.cpu().numpy()
 
     def state(self) -> tuple[torch.Tensor, ...] | None:
         """A copy of the recurrent state ([B, H] tensors) before the next call; None when feed-forward."""
@@ -273,5 +275,5 @@ class TorchPolicy:
         if ended is None:
             self._state = self.model.initial_state(self.num_envs)
             return
-        keep = torch.from_numpy(~ended).float().unsqueeze(1)
+        keep = to_device(~ended, self.device).float().unsqueeze(1)
         self._state = tuple(x * keep for x in self._state)

@@ -35,6 +35,7 @@ from a3c.algo.distributions import ActionDist
 from a3c.algo.loss import LossTerms
 from a3c.algo.networks import ActorCritic, TorchPolicy
 from a3c.algo.rollout import Segment, segment_batch, segment_targets
+from a3c.core.devices import model_device
 
 # (weight transposed [in, out], bias [out]): numpy views of one nn.Linear's parameters.
 Dense = tuple[np.ndarray, np.ndarray]
@@ -326,7 +327,8 @@ class MlpGradient:
 def make_policy(model: nn.Module, num_envs: int) -> Callable[[np.ndarray], np.ndarray]:
     """The fastest way ``model`` acts for ``num_envs`` envs at once, observations [B, ...] → policy outputs
     [B, P] as numpy, no gradient: an MLP through its numpy twin (``NumpyMlp.policy_output``, ~8 µs a step),
-    any other model (conv nets, LSTMs) through torch (``TorchPolicy``, which carries a recurrent state)."""
-    if isinstance(model, ActorCritic):
+    any other model (conv nets, LSTMs), and an MLP on a GPU, through torch (``TorchPolicy``, which carries a
+    recurrent state)."""
+    if isinstance(model, ActorCritic) and model_device(model).type == "cpu":
         return NumpyMlp(model).policy_output
     return TorchPolicy(model, num_envs)

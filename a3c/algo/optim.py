@@ -54,7 +54,7 @@ def flat_view(model: nn.Module) -> torch.Tensor:
             raise ValueError("a parameter of the model is not contiguous")
         offset += p.numel()
     start = first.storage_offset()
-    return torch.empty(0, dtype=first.dtype).set_(storage, start, (offset - start,))
+    return torch.empty(0, dtype=first.dtype, device=first.device).set_(storage, start, (offset - start,))
 
 
 def attach_flat_grad(model: nn.Module, flat: torch.Tensor) -> torch.Tensor:

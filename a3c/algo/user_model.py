@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from a3c.core import user_code
+from a3c.core.devices import model_device, to_device
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
 
@@ -111,7 +112,10 @@ class UserModel(nn.Module):
 
     def initial_state(self, batch: int) -> State | None:
         """A recurrent net's state at an episode's start for ``batch`` envs (tensors [B, H]); else None."""
-        return tuple(self.net.initial_state(batch)) if self.recurrent else None
+        if not self.recurrent:
+            return None
+        device = model_device(self)  # a net may make its state on the CPU whatever its own device
+        return tuple(x.to(device) for x in self.net.initial_state(batch))
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Feed-forward: obs [B, *obs_shape] → (policy output [B, P], values [B])."""
@@ -141,7 +145,7 @@ class UserModel(nn.Module):
         and the result of ``ConvActorCritic.unroll``: obs [T, B, ...], ends [T, B], next_obs [B, ...],
         final_obs [M, ...] at ``final_at``; (policy output [T*B, P], values [T*B + B + M]))."""
         steps = obs.shape[0]
-        keep = torch.from_numpy(~ends).float().unsqueeze(-1)  # [T, B, 1]
+        keep = to_device(~ends, obs.device).float().unsqueeze(-1)  # [T, B, 1]
         outs, values, after = [], [], []
         for t in range(steps):
             out, value, state = self.step(obs[t], state)

@@ -29,6 +29,8 @@ from typing import Any
 
 from a3c.core import user_code
 from a3c.core.cpus import AUTO, auto_workers, usable_cpus
+from a3c.core.devices import ALLOWED as ALLOWED_DEVICES
+from a3c.core.devices import is_device_name
 from a3c.core.errors import BadInput
 
 # Bounds of the counts (the worker count is bounded by the machine too: a3c/core/limits.py). Evaluation
@@ -191,6 +193,14 @@ class Config:
         default=True,
         metadata={
             "help": "MLP loss gradient in closed form in numpy (same numbers, ~10x faster than autograd)"
+        },
+    )
+    device: str = field(
+        default="auto",
+        metadata={
+            "help": "where the network trains and acts: auto (the first GPU for cnn and your networks when "
+            "CUDA is there, else the CPU; the mlp stays on the CPU), cpu, cuda or cuda:N (docs/gpu.md)",
+            "option": "--device",
         },
     )
     max_steps: int | None = field(
@@ -433,6 +443,7 @@ class Config:
                 "a number in [-4.5, 1.5] (inside log σ's bounds (-5, 2), where it can still move)",
             ),
             self._choice("squash"),
+            ("device", is_device_name(self.device), ALLOWED_DEVICES),
             self._choice("backend"),
             self._choice("track"),
             (

@@ -35,10 +35,12 @@ class EvalRecord(NamedTuple):
 
 
 class ErrorRecord(NamedTuple):
-    """A child's failure: who (e.g. "worker 1") and the formatted traceback."""
+    """A child's failure: who (e.g. "worker 1") and the formatted traceback (or one line); ``fatal``: a
+    restart would fail the same way (the GPU's memory is full), so the run ends at once."""
 
     source: str
     traceback: str
+    fatal: bool = False
 
 
 class MetricsRecord(NamedTuple):

@@ -150,9 +150,21 @@ LOG_STD_PARAM = "tanh-bounded[-5,2]"
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    """Save a checkpoint dict (tensors, numbers, strings) atomically, tagged with our format."""
-    full = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, **payload}
+    """Save a checkpoint dict (tensors, numbers, strings) atomically, tagged with our format; every tensor
+    as a CPU tensor, so that a GPU run's checkpoint loads on a machine without one."""
+    full = {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_VERSION, **on_host(payload)}
     atomic_write(path, lambda f: torch.save(full, f))
+
+
+def on_host(value: Any) -> Any:
+    """``value`` with every tensor in it (through dicts, lists and tuples) on the CPU; the rest as it is."""
+    if isinstance(value, torch.Tensor):
+        return value if value.device.type == "cpu" else value.detach().cpu()
+    if isinstance(value, dict):
+        return {k: on_host(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(on_host(v) for v in value)
+    return value
 
 
 def resolve_checkpoint(path: Path) -> Path:

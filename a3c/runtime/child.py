@@ -4,6 +4,8 @@ and how it ends (a traceback to the trainer and exit 1, or a quiet exit 0 when t
 from __future__ import annotations
 
 import ctypes
+import gc
+import multiprocessing.util
 import os
 import signal
 import sys
@@ -13,6 +15,7 @@ from multiprocessing.connection import Connection
 
 import torch
 
+from a3c.core.devices import out_of_memory_line
 from a3c.core.records import ErrorRecord
 from a3c.runtime.counters import Heartbeats
 
@@ -56,6 +59,16 @@ def set_process_name(name: str) -> None:
         pass
 
 
+def release_arguments() -> None:
+    """Drop this child's references to what it was started with (the Process object's target and arguments)
+    and collect them: shared CUDA tensors among them are released to the process that made them."""
+    process = multiprocessing.current_process()
+    for name in ("_target", "_args", "_kwargs"):
+        if hasattr(process, name):
+            setattr(process, name, None if name == "_target" else () if name == "_args" else {})
+    gc.collect()
+
+
 def format_error(traceback_text: str, limit: int = 3000) -> str:
     """The tail of a traceback (at most ``limit`` UTF-8 bytes), short enough that its message is one atomic
     pipe write (< 4 KiB): a child killed right after a failure still delivers it whole. (A half record never
@@ -78,12 +91,18 @@ def run_child(
     nobody to train for); any other error sends ``ErrorRecord(source, traceback)`` and exits 1. What ``body``
     registers on ``guard.cleanups`` runs at the end either way."""
     guard = ChildGuard(heartbeats, slot, "a3c-" + source.replace(" ", "-"))
+    # Run by multiprocessing at this process's exit, once the target has returned: without it the shared
+    # state it was given stays referenced until os._exit, and the trainer's CUDA blocks would count as still
+    # in use by this process (torch's CUDA IPC reference counts; docs/gpu.md).
+    multiprocessing.util.Finalize(None, release_arguments, exitpriority=100)
     try:
         body(guard)
     except (BrokenPipeError, ConnectionResetError):
         sys.exit(0)
-    except BaseException:
-        conn.send(ErrorRecord(source, format_error(traceback.format_exc())))
+    except BaseException as exc:
+        line = out_of_memory_line(exc)
+        error = format_error(traceback.format_exc()) if line is None else line
+        conn.send(ErrorRecord(source, error, fatal=line is not None))
         sys.exit(1)
     finally:
         for cleanup in reversed(guard.cleanups):

@@ -22,14 +22,19 @@ PRELOAD = ["__main__", "a3c.runtime.worker", "a3c.runtime.evaluator"]
 # otherwise starts a thread per core for a matmul of a few hundred rows: two workers on two cores then ran
 # four spinning BLAS threads and fell from 32k to 5k env steps/s (measured, 16 envs per worker).
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# The forkserver must never initialise CUDA: its forks could not use it. It imports ``__main__``, and a
+# script's ``torch.cuda.is_available()`` at import would do so, unless torch asks NVML instead (torch's
+# documented setting for this case). Children set their own device up after the fork (docs/gpu.md).
+NO_CUDA_IN_SERVER = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
+SERVER_ENV = {**ONE_THREAD, **NO_CUDA_IN_SERVER}
 
 
 def start_early() -> None:
     """Start the forkserver now (it imports ``PRELOAD`` in parallel with the caller); idempotent."""
     # The forkserver is a new interpreter and takes this process's environment when it starts; this
     # process's own settings (and whatever else it starts later) are restored right after.
-    saved = {name: os.environ.get(name) for name in ONE_THREAD}
-    os.environ.update(ONE_THREAD)
+    saved = {name: os.environ.get(name) for name in SERVER_ENV}
+    os.environ.update(SERVER_ENV)
     try:
         forkserver.set_forkserver_preload(PRELOAD)
         forkserver.ensure_running()

@@ -14,6 +14,8 @@ from a3c.algo.learner import build_shared
 from a3c.algo.normalize import SharedObsStats
 from a3c.algo.optim import SharedOptimizer, assert_shared
 from a3c.core.config import Config
+from a3c.core.devices import out_of_memory_line
+from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
 from a3c.core.user_code import CodeBook
 from a3c.rundir.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats
@@ -55,12 +57,17 @@ class SharedState:
     def snapshot(self) -> dict[str, Any]:
         """The shared state as one instant (invariant 10): weights, optimizer moments and steps,
         counters and statistics, each copied once and back to back, before anything slow (a save) runs.
-        The workers keep writing meanwhile; a checkpoint must not pair these weights with later moments."""
+        The workers keep writing meanwhile; a checkpoint must not pair these weights with later moments.
+        The copies are CPU tensors whatever the device: a checkpoint of a GPU run loads on any machine."""
+
+        def host_copy(v: torch.Tensor) -> torch.Tensor:
+            return v.detach().to("cpu", copy=True)
+
         with torch.no_grad():
-            model_state = {k: v.clone() for k, v in self.model.state_dict().items()}
+            model_state = {k: host_copy(v) for k, v in self.model.state_dict().items()}
             optimizer_state = self.optimizer.state_dict()
             optimizer_state["state"] = {
-                i: {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in s.items()}
+                i: {k: host_copy(v) if isinstance(v, torch.Tensor) else v for k, v in s.items()}
                 for i, s in optimizer_state["state"].items()
             }
         return {
@@ -76,7 +83,10 @@ def build_state(config: Config, spaces: Spaces, resume: dict[str, Any] | None, s
     """The shared model, optimizer, statistics and counters, restored in place from ``resume`` (a checkpoint
     from ``load_resume_checkpoint``; ``source`` names it in errors). The run dir and start time are filled in
     by the Trainer."""
-    model, optimizer = build_shared(config, spaces)  # one flat shared buffer, eager optimizer state
+    try:
+        model, optimizer = build_shared(config, spaces)  # one flat shared buffer, eager optimizer state
+    except torch.OutOfMemoryError as exc:  # the network alone does not fit the GPU
+        raise BadInput(f"device: {config.device!r}: {out_of_memory_line(exc)}") from None
     obs_stats = SharedObsStats(spaces.obs_shape, config.workers) if config.obs_norm else None
     reward_stats = SharedObsStats((), config.workers) if config.reward_scale else None
     if resume is not None:  # restore in place, before anything is written to the run dir

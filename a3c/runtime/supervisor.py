@@ -195,6 +195,9 @@ class Supervisor:
         if child.reader is not None:
             child.reader.close()
             child.reader = None
+        if error.fatal:  # a restart would meet the same full memory: the run ends with the one line
+            self.failure = error
+            return
         if len(child.recent_restarts) >= self.max_restarts:
             crashes = len(child.recent_restarts) + 1
             self.failure = ErrorRecord(

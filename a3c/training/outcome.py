@@ -6,6 +6,7 @@ import signal
 import traceback
 
 from a3c.backends.base import BackendFailed
+from a3c.core.devices import out_of_memory_line
 from a3c.core.records import ErrorRecord
 from a3c.runtime.counters import StopReason
 
@@ -32,7 +33,10 @@ def exit_status(reason: StopReason, errors: list[ErrorRecord], signum: int | Non
 def error_record(exc: Exception) -> ErrorRecord:
     """The run's error for an exception that ended its loop: a backend's one line (BackendFailed, e.g. a Ray
     cluster that is not private) or the trainer's traceback (being handled now)."""
-    return exc.record() if isinstance(exc, BackendFailed) else ErrorRecord("trainer", traceback.format_exc())
+    if isinstance(exc, BackendFailed):
+        return exc.record()
+    line = out_of_memory_line(exc)  # the serial backend's learner runs here
+    return ErrorRecord("trainer", traceback.format_exc() if line is None else line, fatal=line is not None)
 
 
 def error_line(error: ErrorRecord) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from a3c.algo.health import LearningHealth, box_entropy_floor, max_entropy
-from a3c.algo.optim import non_finite_counts
+from a3c.algo.optim import flat_view, non_finite_counts
 from a3c.backends.base import Backend, BackendFailed
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
@@ -86,7 +86,13 @@ class Trainer:
         try:  # held from here: released if the run cannot start (a caller in this process may retry)
             episodes_kept = 0 if resume is None else trim_logs(run_dir, resume)
             self.metadata = run_metadata()  # once: its git call would start a process at every checkpoint
-            metadata = {**config.to_dict(), "serial": serial, **self.metadata, "resumes": self.resume_index}
+            metadata = {
+                **config.to_dict(),
+                "serial": serial,
+                "device_used": str(flat_view(self.model).device),  # what ``device`` resolved to here
+                **self.metadata,
+                "resumes": self.resume_index,
+            }
             write_json(self.run_dir / "config.json", metadata)
             # The user's objects no child can import by name go to every child by value (forkserver), and
             # into the run dir for a later a3c.load/a3c.resume in Python (the command never reads them).

@@ -90,3 +90,20 @@ class Lstm(Recurrent):
     def step(self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]):
         h, c = self.cell(torch.tanh(self.encode(obs)), state)
         return self.policy(h), self.value(h)[:, 0], (h, c)
+
+
+class OutOfMemoryInTraining(TwoHeads):
+    """A ``TwoHeads`` whose forward raises what a full GPU raises, ``torch.OutOfMemoryError``, wherever it
+    builds a graph (a worker's update); acting and the trainer's checks of the network run without one."""
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if torch.is_grad_enabled():
+            raise torch.OutOfMemoryError(
+                "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.19 GiB total)"
+            )
+        return super().forward(obs)
+
+
+def out_of_memory(observation_space: gym.Space, action_space: gym.Space) -> nn.Module:
+    """The builder a reference names: an ``OutOfMemoryInTraining``."""
+    return OutOfMemoryInTraining(observation_space, action_space)
