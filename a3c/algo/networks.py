@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from a3c.algo.distributions import raw_log_std
-from a3c.core.devices import model_device, to_device
+from a3c.core.devices import PinnedStage, model_device, to_device
 
 # The MLP's hidden-layer activations by ``Config.activation`` name (``numpy_mlp`` has their twins).
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -254,6 +254,7 @@ class TorchPolicy:
     def __init__(self, model: nn.Module, num_envs: int):
         self.model = model
         self.device = model_device(model)  # observations go there; outputs come back to the host
+        self.stage = PinnedStage(self.device)
         self.recurrent = bool(getattr(model, "recurrent", False))
         self.num_envs = num_envs
         self._state = model.initial_state(num_envs) if self.recurrent else None
@@ -261,8 +262,8 @@ class TorchPolicy:
     @torch.no_grad()
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Observations [B, ...] → policy outputs [B, P]; a recurrent model's state advances one step."""
-        out, _, self._state = self.model.step(to_device(obs, self.device), self._state)
-        return out.cpu().numpy()
+        out, _, self._state = self.model.step(self.stage(obs), self._state)
+        return out.cpu().numpy()  # waits for the step, so the stage's buffer is free again
 
     def state(self) -> tuple[torch.Tensor, ...] | None:
         """A copy of the recurrent state ([B, H] tensors) before the next call; None when feed-forward."""

@@ -4,7 +4,7 @@ device, checked against what this machine has before anything is created (docs/g
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from a3c.core.errors import BadInput
 
@@ -70,6 +70,32 @@ def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
     if device.type == "cpu":
         return tensor
     return tensor.pin_memory().to(device, non_blocking=True)
+
+
+class PinnedStage:
+    """Observations [B, ...] to ``device`` through one pinned host buffer per shape, kept: the copy goes
+    without waiting, and the buffer is rewritten only at the next call. The caller reads a result of each
+    batch back to the host before that (a copy that waits for the work on the batch, which waited for the
+    batch's own copy), so no copy from the buffer is in flight when it changes. On the CPU: the same
+    memory."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.buffers: dict[tuple[tuple[int, ...], str], Any] = {}
+
+    def __call__(self, array: np.ndarray) -> torch.Tensor:
+        """``array`` [B, ...] as a tensor on the device (its copy may still be under way)."""
+        import torch
+
+        if self.device.type == "cpu":
+            return torch.from_numpy(array)
+        key = (array.shape, array.dtype.str)
+        buffer = self.buffers.get(key)
+        if buffer is None:
+            dtype = torch.from_numpy(array[:0].reshape(0)).dtype
+            buffer = self.buffers[key] = torch.empty(array.shape, dtype=dtype, pin_memory=True)
+        buffer.numpy()[...] = array
+        return buffer.to(self.device, non_blocking=True)
 
 
 def model_device(model: nn.Module) -> torch.device:

@@ -15,7 +15,7 @@ from a3c.algo.learner import Learner, build_shared
 from a3c.algo.networks import TorchPolicy
 from a3c.algo.optim import assert_shared, flat_view
 from a3c.core.config import Config
-from a3c.core.devices import to_device
+from a3c.core.devices import PinnedStage, to_device
 from a3c.runtime.context import child_context
 from a3c_envs import inspect_env
 from tests.support.commands import run_a3c
@@ -86,6 +86,11 @@ def test_a_pinned_batch_arrives_whole_on_the_gpu():
     tensor = to_device(batch, CUDA)
     assert tensor.device == CUDA
     np.testing.assert_array_equal(tensor.cpu().numpy(), batch)
+    stage = PinnedStage(CUDA)
+    frames = np.random.default_rng(1).integers(0, 255, (3, 16, 4, 84, 84), dtype=np.uint8)
+    for step in frames:  # the one buffer rewritten each step, each result read back before the next
+        np.testing.assert_array_equal(stage(step).cpu().numpy(), step)
+    assert len(stage.buffers) == 1 and next(iter(stage.buffers.values())).is_pinned()
 
 
 def test_a_run_on_the_gpu_trains_and_leaves_cpu_checkpoints_and_no_ipc_file(tmp_path: Path):
