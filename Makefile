@@ -76,16 +76,17 @@ RUN_STAMP := $(if $(DEV_FRESH),$(DEV_STAMP),$(VENV)/.installed-$(RUN_SET))
 # other build; without it a venv keeps the build it has (the install line says so), and a new one gets the
 # CUDA build where an NVIDIA driver is found, else the CPU build. The driver is looked for without starting a
 # process (make reads these names at every call): /proc/driver/nvidia/version (its kernel module is loaded: a
-# Linux host, or a container given a GPU) or an nvidia-smi on PATH (WSL2, whose driver is Windows' and has no
-# /proc entry). Elsewhere (macOS: CPU and MPS; Linux aarch64: CPU) PyPI's torch is the only build; TORCH= is
-# not looked at.
+# Linux host, or a container given a GPU), WSL2's /usr/lib/wsl/lib/nvidia-smi (the driver is Windows', with no
+# /proc entry) or an nvidia-smi on PATH. Elsewhere (macOS: CPU and MPS; Linux aarch64) PyPI's torch is the only
+# build make installs; TORCH= is not looked at.
 TORCH ?=
 ifneq ($(TORCH),$(filter cpu cuda,$(firstword $(TORCH))))
 $(error TORCH=$(TORCH): no such torch build; TORCH=cpu (the CPU-only wheel) or TORCH=cuda (the CUDA build), \
 	or no TORCH= (CUDA where an NVIDIA driver is found, else CPU))
 endif
 TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
-NVIDIA_DRIVER_MARKERS = /proc/driver/nvidia/version $(addsuffix /nvidia-smi,$(subst :, ,$(PATH)))
+NVIDIA_DRIVER_MARKERS = /proc/driver/nvidia/version /usr/lib/wsl/lib/nvidia-smi \
+	$(addsuffix /nvidia-smi,$(subst :, ,$(PATH)))
 nvidia_driver = $(firstword $(wildcard $(NVIDIA_DRIVER_MARKERS)))
 UNAME = $(shell uname -sm)
 linux_x86_64 = $(filter Linux x86_64,$(word 1,$(UNAME)) $(word 2,$(UNAME)))

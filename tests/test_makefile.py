@@ -267,10 +267,17 @@ def test_a_new_venv_gets_the_cuda_build_where_an_nvidia_driver_is_found_else_the
     assert len(pips) == 2 and TORCH_PIP.search(pips[0]) and PIP_LINE.search(pips[1])
 
 
-def test_the_driver_is_proc_nvidia_or_an_nvidia_smi_on_path(tmp_path):
+def test_the_driver_is_proc_nvidia_wsls_nvidia_smi_or_one_on_path(tmp_path):
     venv = tmp_path / "venv"
-    on_this_machine = Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
+    markers = [Path("/proc/driver/nvidia/version"), Path("/usr/lib/wsl/lib/nvidia-smi")]
+    on_this_machine = any(m.exists() for m in markers) or shutil.which("nvidia-smi") is not None
     assert torch_step(venv, "train", LINUX)[1] == (CUDA_BUILD if on_this_machine else CPU_BUILD)
+    rule = "markers: ; $(info $(NVIDIA_DRIVER_MARKERS))"
+    path_dirs = os.environ["PATH"].split(os.pathsep)
+    assert dry_run(venv, "--eval", rule, "markers")[0].split() == [
+        *map(str, markers),
+        *(f"{d}/nvidia-smi" for d in path_dirs if d),
+    ]
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     (fake_bin / "nvidia-smi").write_text("#!/bin/sh\n")
