@@ -3,6 +3,7 @@
 # set has its own stamp, .venv/.installed-<set>: for train and evaluate the `analysis` extra (for `a3c runs` and
 # `a3c plot`) and the env's (pip install -e '.[analysis,<extra>]', the core included); `dev` (every extra and
 # the test tools) for test, lint and bench. A fresh dev stamp stands for every set: train then installs nothing.
+# torch goes in first, the CUDA build where an NVIDIA driver is found, else the CPU build; TORCH=cpu|cuda chooses.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
