@@ -71,6 +71,12 @@ DEV_FRESH := $(if $(VENV_REMAKE),,$(shell test -f $(DEV_STAMP) $(foreach f,$(INP
 	$(DEV_STAMP)) && echo yes))
 RUN_STAMP := $(if $(DEV_FRESH),$(DEV_STAMP),$(VENV)/.installed-$(RUN_SET))
 
+.PHONY: FORCE train evaluate test test-fast test-learning test-faults lint clean install notebook bench bench-suite bench-atari \
+	bench-ray
+
+# Everything (dev), as CI installs it.
+install: $(DEV_STAMP)
+
 # Which torch build the install sets get (docs/install.md, "Which torch you get"). On Linux x86_64 PyPI's
 # torch is the CUDA build (with several GB of nvidia-* packages, of no use without an NVIDIA GPU); PyTorch's
 # CPU index has the same version as <version>+cpu. TORCH=cpu or TORCH=cuda chooses, and replaces a torch of the
@@ -121,12 +127,6 @@ torch_why = $(if $(TORCH),(TORCH=$(TORCH)),($(torch_found); $(torch_other)))
 torch_kept = $(if $(TORCH),,$(if $(TORCH_INSTALLED),$(comma) as installed))
 torch_line = torch: $(if $(filter pypi,$(TORCH_BUILD)),PyPI's build for $(UNAME) (TORCH= chooses CPU or CUDA \
 	on Linux x86_64 only),$(call build_name,$(TORCH_BUILD)) build$(torch_kept) $(torch_why))
-
-.PHONY: FORCE train evaluate test test-fast test-learning test-faults lint clean install notebook bench bench-suite bench-atari \
-	bench-ray
-
-# Everything (dev), as CI installs it.
-install: $(DEV_STAMP)
 
 # One install set: `core` is the project alone, any other name the extra(s) of setup.cfg with it; torch first,
 # of the build TORCH_BUILD names (below), one line saying which. FORCE: the venv is made again (VENV_REMAKE),
