@@ -3,7 +3,7 @@
 # set has its own stamp, .venv/.installed-<set>: for train and evaluate the `analysis` extra (for `a3c runs` and
 # `a3c plot`) and the env's (pip install -e '.[analysis,<extra>]', the core included); `dev` (every extra and
 # the test tools) for test, lint and bench. A fresh dev stamp stands for every set: train then installs nothing.
-# torch goes in first, the CUDA build where an NVIDIA driver is found, else the CPU build; TORCH=cpu|cuda chooses.
+# torch goes in first: the CUDA build where an NVIDIA driver is found, else the CPU one; TORCH=cpu|cuda chooses.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -104,7 +104,7 @@ torch_dist = $(basename $(notdir $(firstword $(wildcard $(VENV)/lib/python3*/sit
 torch_label = $(word 2,$(subst +, ,$(torch_dist)))
 TORCH_INSTALLED = $(if $(VENV_REMAKE),,$(if $(torch_dist),$(patsubst cu%,cuda,$(or $(torch_label),cu))))
 TORCH_BUILD = $(if $(linux_x86_64),$(or $(TORCH),$(TORCH_INSTALLED),$(if $(nvidia_driver),cuda,cpu)),pypi)
-# FORCE when TORCH= names another build than the venv's torch: every set is installed again, torch first.
+# FORCE when TORCH= names another build than the venv's torch: the set a goal needs is installed again.
 torch_other_installed = $(if $(TORCH_INSTALLED),$(filter-out $(TORCH),$(TORCH_INSTALLED)))
 TORCH_SWITCH = $(if $(TORCH),$(if $(torch_other_installed),$(if $(linux_x86_64),FORCE)))
 # The version constraints.txt pins. cpu: exactly <version>+cpu, from the CPU index, asked about torch alone
@@ -115,6 +115,7 @@ torch_version = $(or $(shell sed -n 's/^torch==\([^ ;#]*\).*/\1/p' constraints.t
 	no torch==<version> line; the Makefile installs the torch it pins))
 torch_cpu = 'torch==$(torch_version)+cpu' --retries 1 --extra-index-url $(TORCH_CPU_INDEX)
 torch_cuda = 'torch==$(torch_version),!=$(torch_version)+cpu'
+# pypi (and a build make has no name for): nothing of its own, the project's install brings torch.
 torch_pip_args = $(torch_$(TORCH_BUILD))
 # The line the install prints, e.g. "torch: CPU build (no NVIDIA driver found; TORCH=cuda for the CUDA build)".
 name_cpu := CPU
@@ -129,7 +130,7 @@ torch_line = torch: $(if $(filter pypi,$(TORCH_BUILD)),PyPI's build for $(UNAME)
 	on Linux x86_64 only),$(call build_name,$(TORCH_BUILD)) build$(torch_kept) $(torch_why))
 
 # One install set: `core` is the project alone, any other name the extra(s) of setup.cfg with it; torch first,
-# of the build TORCH_BUILD names (below), one line saying which. FORCE: the venv is made again (VENV_REMAKE),
+# of the build TORCH_BUILD names (above), one line saying which. FORCE: the venv is made again (VENV_REMAKE),
 # and every set with it, or TORCH= asks for another build than the venv has (TORCH_SWITCH).
 $(VENV)/.installed-%: $(INPUTS) $(VENV_REMAKE) $(TORCH_SWITCH) | $(BIN)/python
 	@echo "$(torch_line)"
