@@ -3,6 +3,7 @@
 # set has its own stamp, .venv/.installed-<set>: for train and evaluate the `analysis` extra (for `a3c runs` and
 # `a3c plot`) and the env's (pip install -e '.[analysis,<extra>]', the core included); `dev` (every extra and
 # the test tools) for test, lint and bench. A fresh dev stamp stands for every set: train then installs nothing.
+# torch goes in first: the CUDA build where an NVIDIA driver is found, else the CPU one; TORCH=cpu|cuda chooses.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -76,9 +77,64 @@ RUN_STAMP := $(if $(DEV_FRESH),$(DEV_STAMP),$(VENV)/.installed-$(RUN_SET))
 # Everything (dev), as CI installs it.
 install: $(DEV_STAMP)
 
-# One install set: `core` is the project alone, any other name the extra(s) of setup.cfg with it. FORCE: the
-# venv is made again (VENV_REMAKE), and every set with it.
-$(VENV)/.installed-%: $(INPUTS) $(VENV_REMAKE) | $(BIN)/python
+# Which torch build the install sets get (docs/install.md, "Which torch you get"). On Linux x86_64 PyPI's
+# torch is the CUDA build (with several GB of nvidia-* packages, of no use without an NVIDIA GPU); PyTorch's
+# CPU index has the same version as <version>+cpu. TORCH=cpu or TORCH=cuda chooses, and replaces a torch of the
+# other build; without it a venv keeps the build it has (the install line says so), and a new one gets the
+# CUDA build where an NVIDIA driver is found, else the CPU build. The driver is looked for without starting a
+# process (make reads these names at every call): /proc/driver/nvidia/version (its kernel module is loaded: a
+# Linux host, or a container given a GPU), WSL2's /usr/lib/wsl/lib/nvidia-smi (the driver is Windows', with no
+# /proc entry) or an nvidia-smi on PATH. Elsewhere (macOS: CPU and MPS; Linux aarch64) PyPI's torch is the only
+# build make installs; TORCH= is not looked at.
+TORCH ?=
+ifneq ($(TORCH),$(filter cpu cuda,$(firstword $(TORCH))))
+$(error TORCH=$(TORCH): no such torch build; TORCH=cpu (the CPU-only wheel) or TORCH=cuda (the CUDA build), \
+	or no TORCH= (CUDA where an NVIDIA driver is found, else CPU))
+endif
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+NVIDIA_DRIVER_MARKERS = /proc/driver/nvidia/version /usr/lib/wsl/lib/nvidia-smi \
+	$(addsuffix /nvidia-smi,$(subst :, ,$(PATH)))
+nvidia_driver = $(firstword $(wildcard $(NVIDIA_DRIVER_MARKERS)))
+UNAME = $(shell uname -sm)
+linux_x86_64 = $(filter Linux x86_64,$(word 1,$(UNAME)) $(word 2,$(UNAME)))
+# The build of the venv's torch, from its dist-info folder's name: cpu (2.13.0+cpu), cuda (no local label:
+# PyPI's; or +cu<version>: PyTorch's CUDA indexes), another label as it is (rocm6.2), nothing when there is
+# none or the venv is made again.
+torch_dist = $(basename $(notdir $(firstword $(wildcard $(VENV)/lib/python3*/site-packages/torch-*.dist-info))))
+torch_label = $(word 2,$(subst +, ,$(torch_dist)))
+TORCH_INSTALLED = $(if $(VENV_REMAKE),,$(if $(torch_dist),$(patsubst cu%,cuda,$(or $(torch_label),cu))))
+TORCH_BUILD = $(if $(linux_x86_64),$(or $(TORCH),$(TORCH_INSTALLED),$(if $(nvidia_driver),cuda,cpu)),pypi)
+# FORCE when TORCH= names another build than the venv's torch: the set a goal needs is installed again.
+torch_other_installed = $(if $(TORCH_INSTALLED),$(filter-out $(TORCH),$(TORCH_INSTALLED)))
+TORCH_SWITCH = $(if $(TORCH),$(if $(torch_other_installed),$(if $(linux_x86_64),FORCE)))
+# The version constraints.txt pins. cpu: exactly <version>+cpu, from the CPU index, asked about torch alone
+# (--no-deps: the project's install then brings torch's dependencies from the usual indexes) and retried once
+# where it cannot be reached (pip's default: five retries of each package). cuda: <version> of any build but
+# +cpu (a +cpu wheel in a local wheel folder would win, its local label sorting higher).
+torch_version = $(or $(shell sed -n 's/^torch==\([^ ;#]*\).*/\1/p' constraints.txt),$(error constraints.txt: \
+	no torch==<version> line; the Makefile installs the torch it pins))
+torch_cpu = 'torch==$(torch_version)+cpu' --retries 1 --extra-index-url $(TORCH_CPU_INDEX)
+torch_cuda = 'torch==$(torch_version),!=$(torch_version)+cpu'
+# pypi (and a build make has no name for): nothing of its own, the project's install brings torch.
+torch_pip_args = $(torch_$(TORCH_BUILD))
+# The line the install prints, e.g. "torch: CPU build (no NVIDIA driver found; TORCH=cuda for the CUDA build)".
+name_cpu := CPU
+name_cuda := CUDA
+build_name = $(or $(name_$(1)),$(1))
+other_build = $(if $(filter cpu,$(TORCH_BUILD)),cuda,cpu)
+torch_found = $(if $(nvidia_driver),NVIDIA driver found: $(nvidia_driver),no NVIDIA driver found)
+torch_other = TORCH=$(other_build) for the $(call build_name,$(other_build)) build
+torch_why = $(if $(TORCH),(TORCH=$(TORCH)),($(torch_found); $(torch_other)))
+torch_kept = $(if $(TORCH),,$(if $(TORCH_INSTALLED),$(comma) as installed))
+torch_line = torch: $(if $(filter pypi,$(TORCH_BUILD)),PyPI's build for $(UNAME) (TORCH= chooses CPU or CUDA \
+	on Linux x86_64 only),$(call build_name,$(TORCH_BUILD)) build$(torch_kept) $(torch_why))
+
+# One install set: `core` is the project alone, any other name the extra(s) of setup.cfg with it; torch first,
+# of the build TORCH_BUILD names (above), one line saying which. FORCE: the venv is made again (VENV_REMAKE),
+# and every set with it, or TORCH= asks for another build than the venv has (TORCH_SWITCH).
+$(VENV)/.installed-%: $(INPUTS) $(VENV_REMAKE) $(TORCH_SWITCH) | $(BIN)/python
+	@echo "$(torch_line)"
+	$(if $(torch_pip_args),$(BIN)/python -m pip install --quiet --no-deps $(torch_pip_args))
 	$(BIN)/python -m pip install --quiet -e '.$(if $(filter core,$*),,[$*])' -c constraints.txt
 	@touch $@
 

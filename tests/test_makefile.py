@@ -1,8 +1,9 @@
 """The Makefile installs what a target needs and no more: `make train ENV=<id>` the core, `analysis` and
 the one extra of the env's family (the same as envs/presets.py's env_extra says), test/lint/bench the dev
-set, each set under its own stamp; it needs Python >= 3.11 and makes a venv of an older one again. Dry
-runs only (``make -n``, a venv folder under tmp_path, this test's own python unless a fake one is named):
-nothing is installed."""
+set, each set under its own stamp; it needs Python >= 3.11 and makes a venv of an older one again; torch of
+the CPU build on Linux x86_64 unless an NVIDIA driver is found or TORCH=cuda says so. Dry runs only
+(``make -n``, a venv folder under tmp_path, this test's own python unless a fake one is named): nothing is
+installed."""
 
 from __future__ import annotations
 
@@ -25,14 +26,16 @@ from tests.support import ROOT
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 
 # The Makefile's variables an environment could set, and a calling make's flags: the dry run gets neither.
-MAKE_VARIABLES = {"ENV", "EXTRA", "RUN", "PYTHON", "VENV", "MAKEFLAGS", "MAKELEVEL", "MFLAGS"}
+MAKE_VARIABLES = {"ENV", "EXTRA", "RUN", "PYTHON", "VENV", "TORCH", "MAKEFLAGS", "MAKELEVEL", "MFLAGS"}
 PIP_LINE = re.compile(r"-m pip install --quiet -e '([^']*)' -c constraints\.txt$")
 
 
-def make_dry(venv: Path, *args: str) -> subprocess.CompletedProcess:
+def make_dry(venv: Path, *args: str, path: str | None = None) -> subprocess.CompletedProcess:
     """``make -n`` in the repo with VENV=``venv`` and PYTHON= this test's python unless ``args`` name one (a
-    pyenv shim's python3 costs 0.4 s a call)."""
+    pyenv shim's python3 costs 0.4 s a call); ``path``: the PATH make gets, if not this process's."""
     env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
+    if path is not None:
+        env["PATH"] = path
     python = [] if any(a.startswith("PYTHON=") for a in args) else [f"PYTHON={sys.executable}"]
     return subprocess.run(
         ["make", "-n", f"VENV={venv}", *python, *args],
@@ -44,9 +47,9 @@ def make_dry(venv: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def dry_run(venv: Path, *args: str) -> list[str]:
+def dry_run(venv: Path, *args: str, path: str | None = None) -> list[str]:
     """The commands ``make -n`` would run (``make_dry``), one per line."""
-    done = make_dry(venv, *args)
+    done = make_dry(venv, *args, path=path)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -216,3 +219,130 @@ def test_a_venv_of_an_older_python_is_made_again_with_every_set(tmp_path):
     (venv / "bin" / "python").unlink()
     (venv / "bin" / "python").symlink_to(tmp_path / "gone")  # a venv whose python was removed
     assert dry_run(venv, "train")[0] == f"{sys.executable} -m venv --clear {venv}"
+
+
+# The torch step of an install: the line it prints and what it pip-installs, by build. The version is
+# constraints.txt's pin (the Makefile reads it there).
+TORCH_PIN = re.search(r"^torch==(\S+)$", (ROOT / "constraints.txt").read_text(), re.MULTILINE).group(1)
+CPU_BUILD = f"'torch=={TORCH_PIN}+cpu' --retries 1 --extra-index-url https://download.pytorch.org/whl/cpu"
+CUDA_BUILD = f"'torch=={TORCH_PIN},!={TORCH_PIN}+cpu'"
+LINUX = "UNAME=Linux x86_64"  # the platform where make chooses a build, whichever this one is
+TORCH_LINE = re.compile(r'^echo "(torch: .*)"$')
+TORCH_PIP = re.compile(r"-m pip install --quiet --no-deps (.*)$")
+
+
+def torch_step(venv: Path, *args: str, path: str | None = None) -> tuple[str, str] | None:
+    """The torch step of ``make -n`` (``dry_run``): the line it prints and the pip arguments after
+    ``--no-deps`` ("" when it pip-installs no torch of its own); None when nothing is installed."""
+    lines = dry_run(venv, *args, path=path)
+    said = [m.group(1) for line in lines if (m := TORCH_LINE.match(line))]
+    pip = [m.group(1) for line in lines if (m := TORCH_PIP.search(line))]
+    assert len(said) <= 1 and len(pip) <= len(said), lines
+    return (said[0], pip[0] if pip else "") if said else None
+
+
+def driver_markers(tmp_path: Path, found: bool) -> str:
+    """NVIDIA_DRIVER_MARKERS= a file standing for /proc/driver/nvidia/version, there when ``found``."""
+    marker = tmp_path / "nvidia-version"
+    if found:
+        marker.touch()
+    return f"NVIDIA_DRIVER_MARKERS={marker}"
+
+
+def test_a_new_venv_gets_the_cuda_build_where_an_nvidia_driver_is_found_else_the_cpu_build(tmp_path):
+    venv = tmp_path / "venv"
+    no_driver = driver_markers(tmp_path, found=False)
+    assert torch_step(venv, "train", LINUX, no_driver) == (
+        "torch: CPU build (no NVIDIA driver found; TORCH=cuda for the CUDA build)",
+        CPU_BUILD,
+    )
+    driver = driver_markers(tmp_path, found=True)
+    assert torch_step(venv, "test", LINUX, driver) == (
+        f"torch: CUDA build (NVIDIA driver found: {tmp_path / 'nvidia-version'}; TORCH=cpu for the CPU "
+        "build)",
+        CUDA_BUILD,
+    )
+    # torch before the project, whose install brings torch's dependencies (the torch step has --no-deps)
+    pips = [line for line in dry_run(venv, "train", LINUX, driver) if "-m pip install" in line]
+    assert len(pips) == 2 and TORCH_PIP.search(pips[0]) and PIP_LINE.search(pips[1])
+
+
+def test_the_driver_is_proc_nvidia_wsls_nvidia_smi_or_one_on_path(tmp_path):
+    venv = tmp_path / "venv"
+    markers = [Path("/proc/driver/nvidia/version"), Path("/usr/lib/wsl/lib/nvidia-smi")]
+    on_this_machine = any(m.exists() for m in markers) or shutil.which("nvidia-smi") is not None
+    assert torch_step(venv, "train", LINUX)[1] == (CUDA_BUILD if on_this_machine else CPU_BUILD)
+    rule = "markers: ; $(info $(NVIDIA_DRIVER_MARKERS))"
+    path_dirs = os.environ["PATH"].split(os.pathsep)
+    assert dry_run(venv, "--eval", rule, "markers")[0].split() == [
+        *map(str, markers),
+        *(f"{d}/nvidia-smi" for d in path_dirs if d),
+    ]
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "nvidia-smi").write_text("#!/bin/sh\n")
+    (fake_bin / "nvidia-smi").chmod(0o755)
+    said, pip = torch_step(venv, "train", LINUX, path=f"{fake_bin}:{os.environ['PATH']}")
+    assert pip == CUDA_BUILD and f"NVIDIA driver found: {fake_bin / 'nvidia-smi'};" in said
+
+
+def test_torch_chooses_the_build_whatever_the_driver(tmp_path):
+    venv = tmp_path / "venv"
+    driver, no_driver = driver_markers(tmp_path, found=True), f"NVIDIA_DRIVER_MARKERS={tmp_path / 'none'}"
+    cpu = ("torch: CPU build (TORCH=cpu)", CPU_BUILD)
+    assert torch_step(venv, "train", LINUX, driver, "TORCH=cpu") == cpu
+    assert torch_step(venv, "train", LINUX, no_driver, "TORCH=cuda") == (
+        "torch: CUDA build (TORCH=cuda)",
+        CUDA_BUILD,
+    )
+    done = make_dry(venv, "train", "TORCH=gpu")
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1
+    assert "TORCH=gpu: no such torch build; TORCH=cpu (the CPU-only wheel) or TORCH=cuda" in done.stderr
+
+
+def venv_with_torch(tmp_path: Path, version: str) -> Path:
+    """A venv (``make_venv``) with a fresh `analysis` stamp and the dist-info folder of torch ``version``."""
+    venv = make_venv(tmp_path, "analysis")
+    (venv / "lib" / "python3.11" / "site-packages" / f"torch-{version}.dist-info").mkdir(parents=True)
+    return venv
+
+
+def test_a_venv_keeps_its_torch_build_until_torch_names_the_other(tmp_path):
+    venv = venv_with_torch(tmp_path, f"{TORCH_PIN}+cpu")
+    driver = driver_markers(tmp_path, found=True)
+    assert torch_step(venv, "train", LINUX, driver) is None  # nothing to install, the CPU build kept
+    assert torch_step(venv, "train", LINUX, driver, "TORCH=cpu") is None
+    assert torch_step(venv, "train", LINUX, driver, "-W", "setup.cfg") == (
+        f"torch: CPU build, as installed (NVIDIA driver found: {tmp_path / 'nvidia-version'}; TORCH=cuda for "
+        "the CUDA build)",
+        CPU_BUILD,
+    )
+    assert torch_step(venv, "train", LINUX, "TORCH=cuda") == ("torch: CUDA build (TORCH=cuda)", CUDA_BUILD)
+    assert installs(venv, "train", LINUX, "TORCH=cuda") == [".[analysis]"]  # the set again, after torch
+
+
+@pytest.mark.parametrize("version", [TORCH_PIN, f"{TORCH_PIN}+cu128"])  # PyPI's; PyTorch's cu128 index's
+def test_a_cuda_build_is_replaced_by_torch_cpu_only(tmp_path, version):
+    venv = venv_with_torch(tmp_path, version)
+    no_driver = driver_markers(tmp_path, found=False)
+    assert torch_step(venv, "train", LINUX, no_driver) is None
+    assert torch_step(venv, "train", LINUX, no_driver, "TORCH=cuda") is None
+    assert torch_step(venv, "train", LINUX, no_driver, "TORCH=cpu") == (
+        "torch: CPU build (TORCH=cpu)",
+        CPU_BUILD,
+    )
+    assert torch_step(venv, "train", LINUX, no_driver, "-W", "setup.cfg")[0] == (
+        "torch: CUDA build, as installed (no NVIDIA driver found; TORCH=cpu for the CPU build)"
+    )
+
+
+@pytest.mark.parametrize("torch", ["", "TORCH=cuda"])
+def test_elsewhere_than_linux_x86_64_pypis_torch_comes_with_the_project(tmp_path, torch):
+    venv = venv_with_torch(tmp_path, TORCH_PIN)
+    args = ["-W", "setup.cfg", "UNAME=Darwin arm64", driver_markers(tmp_path, found=True)]
+    assert torch_step(venv, "train", *args, *filter(None, [torch])) == (
+        "torch: PyPI's build for Darwin arm64 (TORCH= chooses CPU or CUDA on Linux x86_64 only)",
+        "",
+    )
+    assert installs(venv, "train", *args) == [".[analysis]"]
+    assert torch_step(venv, "train", "UNAME=Darwin arm64", "TORCH=cpu") is None  # on Linux: the CPU build
