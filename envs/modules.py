@@ -55,13 +55,36 @@ def untrusted_folders() -> list[str]:
 
 
 def installed_folders() -> list[str]:
-    """The interpreter's own folders (resolved): the standard library, site-packages (the user's too) and the
-    scripts folder; what lies in them was installed, wherever the current directory is."""
+    """The interpreter's own folders (resolved): the standard library, site-packages (the user's too), the
+    scripts folder, and the folders the ``.pth`` files there add (``pip install -e``: a project's ``src``);
+    what lies in them was installed, wherever the current directory is."""
     paths = sysconfig.get_paths()
     folders = [paths[name] for name in INSTALLED_PATHS if name in paths]
     with contextlib.suppress(AttributeError):  # an embedded interpreter's stripped-down site module
         folders += [*site.getsitepackages(), site.getusersitepackages()]
-    return [os.path.realpath(folder) for folder in folders]
+    return [os.path.realpath(folder) for folder in [*folders, *pth_folders(folders)]]
+
+
+def pth_folders(site_dirs: list[str]) -> list[str]:
+    """The folders the ``.pth`` files of ``site_dirs`` add to ``sys.path``, as ``site`` reads them: one a
+    line, relative to the site dir; comments, blank lines and ``import`` lines are not folders."""
+    found = []
+    for site_dir in site_dirs:
+        try:
+            names = sorted(n for n in os.listdir(site_dir) if n.endswith(".pth"))
+        except OSError:
+            continue
+        for name in names:
+            try:
+                with open(os.path.join(site_dir, name), encoding="utf-8", errors="replace") as file:
+                    lines = file.read().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.strip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    found.append(os.path.join(site_dir, line))
+    return found
 
 
 def module_files(top: str) -> list[str]:
@@ -88,7 +111,10 @@ def current_directory_file(module: str) -> str | None:
     top = module.split(".")[0]
     if top in sys.modules:
         return None
-    untrusted, installed = untrusted_folders(), installed_folders()
+    untrusted = untrusted_folders()
+    # An installed folder that is the current directory itself (a flat project installed with pip -e, run
+    # from its root) does not make every file there installed.
+    installed = [folder for folder in installed_folders() if folder not in untrusted]
     for found in module_files(top):
         if _within_any(found, untrusted) and not _within_any(found, installed):
             return found
@@ -116,7 +142,8 @@ def check_env_module(env_id: str, trusted: bool, source: str, what: str = "env")
         return
     raise EnvSetupError(
         f"{source}: its {what} {env_id!r} would import module {module.split('.')[0]!r} from {found!r} (in "
-        f"the current directory, through sys.path); pass {TRUST_FLAG} if you mean it (or install the module)"
+        f"the current directory, through sys.path); pass {TRUST_FLAG} if you mean it (or install the module, "
+        "or run from another directory)"
     )
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from a3c.core import user_code
 from a3c.core.errors import BadInput
-from a3c_envs import EnvSetupError
+from a3c_envs import EnvSetupError, modules
 from a3c_envs.modules import check_code_modules, check_env_module, from_current_directory
 from tests.support import ROOT
 from tests.support.commands import a3c_env, call_a3c
@@ -73,6 +73,27 @@ def test_an_installed_or_already_imported_module_or_one_on_pythonpath_is_fine(
     monkeypatch.chdir(Path(sysconfig.get_paths()["stdlib"]).parent)
     monkeypatch.setattr(sys, "path", ["", *sys.path[1:]])
     assert not from_current_directory("colorsys")
+
+
+def test_a_project_installed_with_pip_e_is_installed_unless_it_is_the_current_directory_itself(
+    in_folder, tmp_path_factory, monkeypatch
+):
+    site_dir = tmp_path_factory.mktemp("site-packages")
+    (site_dir / "__editable__.proj.pth").write_text(f"# a comment\nimport sys\n{in_folder / 'src'}\n\n")
+    (site_dir / "flat.pth").write_text("relative\n")
+    assert modules.pth_folders([str(site_dir), str(in_folder / "missing")]) == [
+        str(in_folder / "src"),
+        str(site_dir / "relative"),
+    ]
+    (in_folder / "src").mkdir()
+    (in_folder / "src" / "proj_envs.py").write_text("")
+    scripts = tmp_path_factory.mktemp("bin")
+    monkeypatch.setattr(sys, "path", [str(scripts), str(in_folder / "src"), *sys.path[1:]])
+    installed = modules.installed_folders()
+    monkeypatch.setattr(modules, "installed_folders", lambda: [*installed, str(in_folder / "src")])
+    assert not from_current_directory("proj_envs")  # pip install -e of a src layout, run from its root
+    monkeypatch.setattr(modules, "installed_folders", lambda: [*installed, str(in_folder)])
+    assert from_current_directory("proj_envs")  # a flat project: the folder itself installed
 
 
 @pytest.mark.parametrize("entry", [".", "{cwd}", "{cwd}/sub", "{link}"])
