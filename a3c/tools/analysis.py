@@ -143,6 +143,8 @@ def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
         return {}, f"{path.name}: cannot be read ({exc.strerror or exc}), left out"
     except ValueError as exc:
         return {}, f"{path.name}: not valid JSON ({exc}), left out"
+    except RecursionError:
+        return {}, f"{path.name}: nested too deep to read, left out"
     if not isinstance(summary, dict):
         return {}, f"{path.name}: not a JSON object, left out"
     for key in SUMMARY_NUMBERS:
@@ -183,7 +185,7 @@ def is_run(path: Path) -> bool:
     """A directory whose config.json is one that a3c wrote (other tools' config.json files are skipped)."""
     try:
         config = json.loads((path / "config.json").read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested deeper than a3c ever writes
         return False
     return isinstance(config, dict) and "env_id" in config and "a3c" in config.get("versions", {})
 

@@ -34,6 +34,10 @@ DAMAGES = {
         lambda run: (run / "summary.json").write_text('{"total_steps": "many", "solved": false}'),
         "summary.json: total_steps 'many' is not a number, left out",
     ),
+    "summary nested too deep": (
+        lambda run: (run / "summary.json").write_text('{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+        "summary.json: nested too deep to read, left out",
+    ),
     "csv line with extra fields": (
         lambda run: append(run / "eval.csv", b"1,2,3,4,5,6,7,8,9,10,11\n"),
         "eval.csv: 1 row that is not a3c's (line 3), left out",
@@ -100,3 +104,12 @@ def test_plot_draws_what_it_can_read_of_a_damaged_run_and_says_what_is_wrong(tmp
         f"warning: {tmp_path / 'damaged'}: metrics.csv: 1 row that is not a3c's (line 3), left out"
     )
     assert drawn.stdout.startswith("wrote ") and (tmp_path / "curves.png").stat().st_size > 0
+
+
+def test_a_config_json_nested_too_deep_is_not_a_run(tmp_path):
+    from a3c.tools.analysis import find_runs
+
+    shutil.copytree(OLD_RUN, tmp_path / "run", ignore=shutil.ignore_patterns("checkpoints"))
+    shutil.copytree(OLD_RUN, tmp_path / "deep", ignore=shutil.ignore_patterns("checkpoints"))
+    (tmp_path / "deep" / "config.json").write_text('{"x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert find_runs(tmp_path) == [tmp_path / "run"]  # a3c never writes such a file: another tool's
