@@ -56,7 +56,7 @@ def untrusted_folders() -> list[str]:
 
 def installed_folders() -> list[str]:
     """The interpreter's own folders (resolved): the standard library, site-packages (the user's too), the
-    scripts folder, and the folders the ``.pth`` files there add (``pip install -e``: a project's ``src``);
+    scripts folder, and the folders the ``.pth`` files there add (an editable install: a project's ``src``);
     what lies in them was installed, wherever the current directory is."""
     paths = sysconfig.get_paths()
     folders = [paths[name] for name in INSTALLED_PATHS if name in paths]
