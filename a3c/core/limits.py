@@ -114,9 +114,11 @@ def _own_cgroups(self_cgroup: Path) -> tuple[str | None, str | None]:
 
 
 def _inside(mount: Path, path: str | None) -> Path:
-    """The folder of cgroup ``path`` under ``mount``, or the mount's root where it is not there."""
-    folder = mount / (path or "/").lstrip("/")
-    return folder if folder.is_dir() else mount
+    """The folder of cgroup ``path`` under ``mount``, or the mount's root where it is not there (or the path
+    leads above the mount: a cgroup namespace's view of a process outside it)."""
+    relative = Path((path or "/").lstrip("/"))
+    folder = mount / relative
+    return folder if ".." not in relative.parts and folder.is_dir() else mount
 
 
 def _v2_free(root: Path, path: str | None) -> tuple[int, str] | None:
