@@ -22,6 +22,7 @@ import dataclasses
 import json
 import math
 import re
+import reprlib
 import types
 import typing
 from dataclasses import dataclass, field, fields
@@ -505,9 +506,54 @@ RESERVED_ENV_KWARGS = ("render_mode", "seed", "training", "frame_stack", "encode
 _WRAPPER = re.compile(r"[A-Za-z_][\w.]*:[\w.<>#()]+")
 
 
+# How deep an env keyword argument's value may nest (a list in a list ...): far more than an env needs, far
+# less than Python's readers and writers of JSON and TOML recurse through before a RecursionError.
+MAX_ENV_KWARGS_DEPTH = 32
+
+
+class NestedTooDeep(BadInput):
+    """A value nested deeper than ``MAX_ENV_KWARGS_DEPTH`` levels."""
+
+
+def too_deep(name: str, key: str | None) -> NestedTooDeep:
+    """The error of ``name``'s (a field, an option, a file) value of ``key`` (None: a value whose key no
+    reader got to) nested deeper than allowed."""
+    what = "a value" if key is None else repr(key)
+    return NestedTooDeep(
+        f"{name}: {what} is nested more than {MAX_ENV_KWARGS_DEPTH} levels deep; expected JSON values "
+        f"nested at most {MAX_ENV_KWARGS_DEPTH} levels"
+    )
+
+
+def nesting_depth(value: Any, limit: int = MAX_ENV_KWARGS_DEPTH) -> int:
+    """How many lists, tuples and dicts ``value`` nests (``[[1]]``: 2; a number: 0), counted without
+    recursion and only up to ``limit + 1``: enough to tell too deep from deep enough."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, list | tuple | dict):
+            depth += 1
+            deepest = max(deepest, depth)
+            if depth > limit:
+                return deepest
+            stack.extend((child, depth) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def check_depth(kwargs: dict[str, Any], name: str = "env_kwargs") -> dict[str, Any]:
+    """``kwargs`` if no value nests more than ``MAX_ENV_KWARGS_DEPTH`` levels; else BadInput naming the
+    key."""
+    for key, value in kwargs.items():
+        if nesting_depth(value) > MAX_ENV_KWARGS_DEPTH:
+            raise too_deep(name, key)
+    return kwargs
+
+
 def check_env_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """``kwargs`` if they can be an env's keyword arguments: identifier keys, none that a3c sets itself, JSON
-    values (they are saved in config.json and checkpoints); else BadInput."""
+    values (they are saved in config.json and checkpoints) nested at most ``MAX_ENV_KWARGS_DEPTH`` levels;
+    else BadInput."""
+    check_depth(kwargs)
     ok = all(isinstance(k, str) and k.isidentifier() and k not in RESERVED_ENV_KWARGS for k in kwargs)
     try:
         json.dumps(kwargs, allow_nan=False)
@@ -577,6 +623,8 @@ def coerce(name: str, value: Any) -> Any:
         if base is int:
             return _to_int(value)
         return base(value)
+    except NestedTooDeep:  # already one line naming the field and the key
+        raise
     except (TypeError, ValueError, OverflowError):
         kinds = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
         if typing.get_origin(base) is tuple and typing.get_args(base)[0] is str:
@@ -584,7 +632,16 @@ def coerce(name: str, value: Any) -> Any:
         kind = kinds.get(
             base, "key=value items" if typing.get_origin(base) is dict else "comma-separated integers"
         ) + (f" or {AUTO}" if FIELDS[name].metadata.get("auto") else "")
-        raise BadInput(f"{name}: {value!r} is not allowed; expected {kind}") from None
+        raise BadInput(f"{name}: {_shown(value)} is not allowed; expected {kind}") from None
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, or an abridged one (``[[[[[[...]]]]]]``) for a value nested past what repr recurses
+    through."""
+    try:
+        return repr(value)
+    except RecursionError:
+        return reprlib.repr(value)
 
 
 def _to_tuple(kind: type, value: Any) -> tuple:
@@ -617,7 +674,7 @@ def parse_kwargs(items: Any, name: str = "env_kwargs") -> dict[str, Any]:
     """Keyword arguments from a mapping (a TOML table, JSON) or from ``key=value`` strings, each value read
     as JSON (``true``, ``3``, ``0.5``, ``[1, 2]``, ``null``; True/False/None too), else kept as text."""
     if isinstance(items, dict):
-        return dict(items)
+        return check_depth(dict(items), name)
     if not isinstance(items, list | tuple):
         raise ValueError(items)
     parsed: dict[str, Any] = {}
@@ -631,8 +688,10 @@ def parse_kwargs(items: Any, name: str = "env_kwargs") -> dict[str, Any]:
             value = words[raw.lower()] if raw.lower() in words else json.loads(raw)
         except ValueError:
             value = raw
+        except RecursionError:  # nested past what the JSON reader recurses through
+            raise too_deep(name, key.strip()) from None
         parsed[key.strip()] = value
-    return parsed
+    return check_depth(parsed, name)
 
 
 def parse_values(values: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ Needs the ``analysis`` extra (pandas, matplotlib). Every table carries the run's
 from __future__ import annotations
 
 import glob
+import io
 import json
 import os
 from collections.abc import Callable, Collection
@@ -40,8 +41,8 @@ class Runs:
 
 def _metadata(path: Path, config: dict[str, Any]) -> dict[str, Any]:
     scalars = {k: v for k, v in config.items() if isinstance(v, str | int | float | bool) or v is None}
-    scalars["hidden_sizes"] = ",".join(map(str, config.get("hidden_sizes", [])))
-    scalars["wrappers"] = ",".join(config.get("wrappers") or [])
+    scalars["hidden_sizes"] = _joined(config.get("hidden_sizes", []))
+    scalars["wrappers"] = _joined(config.get("wrappers") or [])
     scalars["env_kwargs"] = json.dumps(config.get("env_kwargs", {}), sort_keys=True)  # one column, comparable
     return {
         "run": str(path),
@@ -49,30 +50,134 @@ def _metadata(path: Path, config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def _joined(values: Any) -> str:
+    """``64,64`` of a list; a value of another kind (a hand-edited config.json) as it is."""
+    return ",".join(map(str, values)) if isinstance(values, list | tuple) else str(values)
+
+
+# What a run's CSV files must hold to be read (every column of a3c's CSV files is a number).
+CSV_KEYS = ("wall_time", "global_step")
+# The summary.json values the runs table and the seed groups read as numbers.
+SUMMARY_NUMBERS = (
+    "total_steps",
+    "wall_s",
+    "best_mean_return",
+    "last_mean_return",
+    "time_to_solve_s",
+    "steps_to_solve",
+)
+
+
+def _read_csv(path: Path) -> tuple[pd.DataFrame, str | None]:
+    """One of a run's CSV files, and what is wrong with it in one line (None: nothing). A row that is not
+    a3c's (a line run together with another by a crash, the zeros a power cut can leave, bytes that are not
+    text) is left out and counted; a file without a3c's header is left out whole; a missing or empty file
+    (a run that has not written it yet) is an empty table. A last line without its line end is a row being
+    written (a live run) or cut by a crash: left out, and no problem."""
     try:
-        return pd.read_csv(path)
-    except (FileNotFoundError, pd.errors.EmptyDataError):
-        return pd.DataFrame()
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return pd.DataFrame(), None
+    except OSError as exc:
+        return pd.DataFrame(), f"{path.name}: cannot be read ({exc.strerror or exc}), left out"
+    data = data[: data.rfind(b"\n") + 1]  # whole lines only
+    if not data.strip():
+        return pd.DataFrame(), None
+    try:
+        table = pd.read_csv(io.BytesIO(data))
+        if set(CSV_KEYS) <= set(table.columns) and all(kind in "fiu" for kind in table.dtypes.map(_kind)):
+            return table, None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError):
+        pass
+    return _read_damaged_csv(path.name, data.decode("utf-8", errors="replace"))
+
+
+def _kind(dtype: Any) -> str:
+    """numpy's one-letter kind of a column's dtype (``f`` float, ``i`` int, ``O`` text...)."""
+    return getattr(dtype, "kind", "O")
+
+
+def _read_damaged_csv(name: str, text: str) -> tuple[pd.DataFrame, str | None]:
+    """``_read_csv`` of a file pandas could not read as a3c's: row by row, every cell a number (a3c writes
+    only numbers; an empty cell or ``nan`` for none), the others left out and counted by line number."""
+    lines = text.splitlines()
+    header = lines[0].split(",")
+    if not set(CSV_KEYS) <= set(header):
+        return pd.DataFrame(), f"{name}: its header is not a3c's (no {', '.join(CSV_KEYS)}), left out"
+    rows, bad = [], []
+    for number, line in enumerate(lines[1:], start=2):
+        row = _numbers(line.split(","), len(header))
+        if row is not None:
+            rows.append(row)
+        elif line.strip():
+            bad.append(number)
+    table = pd.DataFrame(rows, columns=header)
+    if not bad:
+        return table, None
+    where = ", ".join(map(str, bad[:3])) + (", ..." if len(bad) > 3 else "")
+    rows_word = "row that is" if len(bad) == 1 else "rows that are"
+    return table, f"{name}: {len(bad)} {rows_word} not a3c's (line {where}), left out"
+
+
+def _numbers(cells: list[str], width: int) -> list[float] | None:
+    """The cells of one CSV row as numbers, or None when there are not ``width`` of them or one is not a
+    number."""
+    if len(cells) != width:
+        return None
+    try:
+        return [float(cell) if cell.strip() else float("nan") for cell in cells]
+    except ValueError:
+        return None
+
+
+def _read_summary(path: Path) -> tuple[dict[str, Any], str | None]:
+    """A run's summary.json ({} when it has none: a live or killed run), and what is wrong with it in one
+    line; a damaged file is left out whole."""
+    try:
+        summary = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}, None
+    except UnicodeDecodeError:
+        return {}, f"{path.name}: not text, left out"
+    except OSError as exc:
+        return {}, f"{path.name}: cannot be read ({exc.strerror or exc}), left out"
+    except ValueError as exc:
+        return {}, f"{path.name}: not valid JSON ({exc}), left out"
+    except RecursionError:
+        return {}, f"{path.name}: nested too deep to read, left out"
+    if not isinstance(summary, dict):
+        return {}, f"{path.name}: not a JSON object, left out"
+    for key in SUMMARY_NUMBERS:
+        value = summary.get(key)
+        if not (value is None or (isinstance(value, int | float) and not isinstance(value, bool))):
+            return {}, f"{path.name}: {key} {value!r} is not a number, left out"
+    if not isinstance(summary.get("solved", False), bool):
+        return {}, f"{path.name}: solved {summary['solved']!r} is not true or false, left out"
+    return summary, None
 
 
 def load_run(path: str | Path) -> Runs:
     """Load one run directory (docs/runs.md: config.json, eval.csv, episodes.csv, metrics.csv,
-    summary.json when it finished)."""
+    summary.json when it finished). What cannot be read of a damaged file is left out, and the ``problem``
+    column of ``runs`` says what, in one line (None for a whole run)."""
     path = Path(path)
     config = json.loads((path / "config.json").read_text())
-    try:
-        summary = json.loads((path / "summary.json").read_text())
-    except FileNotFoundError:
-        summary = {}
+    summary, problem = _read_summary(path / "summary.json")
+    problems = [problem] if problem else []
     meta = _metadata(path, config)
     tables = {}
     for name in TABLES:
-        table = _read_csv(path / f"{name}.csv")
+        table, problem = _read_csv(path / f"{name}.csv")
+        problems += [problem] if problem else []
         for key, value in meta.items():
             table[key] = value
         tables[name] = table
-    row = {**meta, "started_at": config.get("started_at"), **{f"summary_{k}": v for k, v in summary.items()}}
+    row = {
+        **meta,
+        "started_at": config.get("started_at"),
+        **{f"summary_{k}": v for k, v in summary.items()},
+        "problem": "; ".join(problems) or None,
+    }
     return Runs(runs=pd.DataFrame([row]), paths=[path], **tables)
 
 
@@ -80,7 +185,7 @@ def is_run(path: Path) -> bool:
     """A directory whose config.json is one that a3c wrote (other tools' config.json files are skipped)."""
     try:
         config = json.loads((path / "config.json").read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested deeper than a3c ever writes
         return False
     return isinstance(config, dict) and "env_id" in config and "a3c" in config.get("versions", {})
 
@@ -117,7 +222,9 @@ def load_runs(dir_or_glob: str | Path | list) -> Runs:
 
 
 def runs_table(runs: Runs) -> pd.DataFrame:
-    """The ``a3c runs`` table: env, seed, start, steps, wall, best eval, solved, time to solve."""
+    """The ``a3c runs`` table: env, seed, start, steps, wall, best eval, solved, time to solve, exit reason;
+    and, when a run's files were damaged, which (``damaged``; the ``problem`` column of ``runs.runs`` says
+    what is wrong)."""
     r = runs.runs
 
     def get(name: str) -> pd.Series:
@@ -127,7 +234,7 @@ def runs_table(runs: Runs) -> pd.DataFrame:
         {
             "run": [Path(p).name for p in r["run"]],
             "env": r["env_id"],
-            "seed": r["seed"],
+            "seed": get("seed"),
             "start": get("started_at"),
             "steps": get("summary_total_steps"),
             "wall_s": get("summary_wall_s"),
@@ -135,8 +242,16 @@ def runs_table(runs: Runs) -> pd.DataFrame:
             "solved": get("summary_solved"),
             "time_to_solve_s": get("summary_time_to_solve_s"),
             "exit": get("summary_exit_reason"),
+            **({"damaged": r["problem"].map(_damaged_files)} if r["problem"].notna().any() else {}),
         }
     )
+
+
+def _damaged_files(problem: str | None) -> str:
+    """The files a run's ``problem`` names (``summary.json,eval.csv``); "" for none."""
+    if not isinstance(problem, str):
+        return ""
+    return ",".join(part.split(":")[0] for part in problem.split("; "))
 
 
 def solved_runs(runs: Runs) -> list[str]:
@@ -288,7 +403,9 @@ RUN_SPECIFIC = (
 def metadata_keys(runs: Runs) -> list[str]:
     """The metadata columns of ``runs`` (run, env_id, seed and every scalar config value): what
     ``--group-by`` accepts."""
-    return [c for c in runs.runs.columns if c != "started_at" and not c.startswith("summary_")]
+    return [
+        c for c in runs.runs.columns if c not in ("started_at", "problem") and not c.startswith("summary_")
+    ]
 
 
 def differing_keys(runs: Runs) -> list[str]:

@@ -1,8 +1,11 @@
 """``a3c runs`` and ``a3c plot``: the runs under a folder as a table, and their curves as one figure (extra
-``analysis``, loaded when a command runs)."""
+``analysis``, loaded when a command runs). A run whose files are damaged is listed (and drawn) with what
+could be read of it, a ``warning:`` line says what is wrong, and the command exits 1, as ``ls`` does when it
+could not read everything."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -30,7 +33,8 @@ def _analysis(plotting: bool = False):
 def runs(directory: Path) -> None:
     """The runs under DIRECTORY (default runs/): env, seed, start, steps, wall, best eval, solved; then, for
     each group of runs that differ only by seed, the IQM of their final and best eval return and time to
-    solve, with stratified bootstrap 95% intervals (docs/analysis.md)."""
+    solve, with stratified bootstrap 95% intervals (docs/analysis.md). A damaged run: a problem column and a
+    warning line; exit 1."""
     analysis = _analysis()
     try:
         loaded = analysis.load_runs(directory)
@@ -43,6 +47,17 @@ def runs(directory: Path) -> None:
     if len(groups):
         click.echo("\nseed groups: IQM over runs [stratified bootstrap 95% CI]")
         click.echo(analysis.format_seed_groups(groups))
+    _warn_damaged(loaded)
+
+
+def _warn_damaged(loaded) -> None:
+    """A ``warning:`` line (stderr) for each run whose files could not be read whole, then exit 1; nothing
+    when every run was."""
+    damaged = loaded.runs.dropna(subset=["problem"])
+    for run, problem in zip(damaged["run"], damaged["problem"], strict=True):
+        click.echo(f"warning: {run}: {problem}", err=True)
+    if len(damaged):
+        sys.exit(1)
 
 
 @click.command()
@@ -81,3 +96,4 @@ def plot(sources: tuple[Path, ...], output: Path, x_axis: str, group_by: str | N
 
     path = plot_runs(loaded, output, x=x_axis, group_by=group_by)
     click.echo(f"wrote {path} ({len(loaded.paths)} runs)")
+    _warn_damaged(loaded)

@@ -26,6 +26,8 @@ from a3c.core.errors import BadInput
 from a3c.core.extras import install_hint
 
 if TYPE_CHECKING:
+    from a3c.core.limits import Memory
+    from a3c.core.spaces import Spaces
     from a3c_envs import EnvInfo
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -195,9 +197,9 @@ def train_setup(
     if serial and config.workers != 1:
         raise BadInput(f"workers: {config.workers} is not allowed with --serial; expected 1")
     if config.backend == "local" and not serial:
-        _check_machine(config.workers)
+        _check_machine(config, info.spaces)
     if config.backend == "ray":
-        _check_ray(config, serial)
+        _check_ray(config, info.spaces, serial)
     if config.tensorboard:
         from a3c.rundir.tensorboard import check_available
 
@@ -259,20 +261,81 @@ def _fresh_config(
     return config, info, skipped, from_preset
 
 
-def _check_machine(workers: int) -> None:
-    """BadInput when this machine cannot hold ``workers`` worker processes (file descriptors, memory)."""
-    from a3c.core.limits import max_local_workers
+def _check_machine(config: Config, spaces: Spaces) -> None:
+    """BadInput when this machine cannot hold the run: ``config.workers`` worker processes (file
+    descriptors, memory), or its network's weights, optimizer moments and copies (``_check_model_memory``).
+    Memory is what this process may still use: MemAvailable or its cgroup's limit, the lower."""
+    from a3c.core.limits import available_memory, max_local_workers
 
-    most, why = max_local_workers()
-    if workers > most:
-        raise BadInput(f"workers: {workers} is not allowed on this machine; expected at most {most} ({why})")
+    memory = available_memory()
+    most, why = max_local_workers(memory)
+    if config.workers > most:
+        raise BadInput(
+            f"workers: {config.workers} is not allowed on this machine; expected at most {most} ({why})"
+        )
+    if memory is not None:
+        _check_model_memory(config, spaces, memory)
 
 
-def _check_ray(config: Config, serial: bool) -> None:
+def _check_model_memory(config: Config, spaces: Spaces, memory: Memory) -> None:
+    """BadInput naming the field that sizes the network (``hidden_sizes``, ``lstm_size``, the user's
+    ``model``) when its parameters, counted on torch's meta device (nothing allocated), would not fit the
+    memory beside the workers (``a3c.core.limits.model_memory``). A network on a GPU is not counted here."""
+    from a3c.core.limits import WORKER_MEMORY, model_memory
+
+    parameters = _parameter_count(config, spaces)
+    if parameters is None:
+        return
+    need = model_memory(parameters, config.optimizer, config.workers)
+    if need + config.workers * WORKER_MEMORY <= memory.available:
+        return
+    if config.model == "mlp":
+        field, value = "hidden_sizes", ",".join(map(str, config.hidden_sizes))
+    elif config.model == "cnn":
+        field, value = ("lstm_size", str(config.lstm_size)) if config.lstm_size else ("model", "'cnn'")
+    else:
+        field, value = "model", repr(config.model)
+    raise BadInput(
+        f"{field}: {value} is not allowed on this machine; the network has {parameters:,} parameters, whose "
+        f"weights, {config.optimizer} moments, checkpoint snapshot and {config.workers} workers' and the "
+        f"evaluator's copies need ~{need / 2**30:.1f} GiB beside ~64 MiB a worker, and memory has "
+        f"{memory.words()}; expected a smaller network or fewer workers"
+    )
+
+
+def _parameter_count(config: Config, spaces: Spaces) -> int | None:
+    """The parameter count of the network ``config`` builds for ``spaces``, built on torch's meta device
+    (shapes only); None for a network on a GPU, or one whose builder does not run on the meta device (its
+    real build says what is wrong)."""
+    import torch
+
+    from a3c.algo.learner import build_model
+    from a3c.algo.user_model import build_user_model
+    from a3c.core.config import BUILTIN_MODELS
+    from a3c.core.devices import resolve_device
+
+    try:
+        if resolve_device(config.device, config.model, config.backend).type != "cpu":
+            return None
+    except BadInput:
+        return None  # the device is refused where the run starts, in its own words
+    try:
+        with torch.device("meta"):
+            if config.model in BUILTIN_MODELS:
+                model = build_model(config, spaces)
+            else:  # the builder only: its sample batch is checked where the run builds it for real
+                model = build_user_model(config.model, spaces, check=False)
+    except Exception:  # noqa: BLE001 - the user's builder, on a device it may not expect
+        return None
+    return sum(p.numel() for p in model.parameters())
+
+
+def _check_ray(config: Config, spaces: Spaces, serial: bool) -> None:
     """BadInput unless the Ray backend can run ``config``: not serial, the ``ray`` extra installed, and a
     cluster it may use: a ``--ray-address`` where a head answers and demands a token, or, without one, an
-    environment that starts the run's own cluster with token authentication. Checked before the run dir
-    exists, so a typo leaves nothing behind and nothing is overwritten."""
+    environment that starts the run's own cluster with token authentication, on a machine that holds the
+    workers and the network (``_check_machine``: the run's own cluster is this machine). Checked before the
+    run dir exists, so a typo leaves nothing behind and nothing is overwritten."""
     if serial:
         raise BadInput("--serial: not allowed with --backend ray; expected the local backend")
     from a3c.core.user_code import by_value
@@ -304,3 +367,5 @@ def _check_ray(config: Config, serial: bool) -> None:
             check_address(config.ray_address)
     except (ConnectionError, ValueError) as exc:
         raise BadInput(str(exc)) from None
+    if config.ray_address is None:  # the run's own cluster: its workers are processes on this machine
+        _check_machine(config, spaces)

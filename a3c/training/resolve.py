@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from a3c.core.config import Config, coerce, known_keys
+from a3c.core.config import Config, coerce, known_keys, too_deep
 from a3c.core.errors import BadInput
 from a3c_envs import EnvInfo, load_preset
 from a3c_envs.atari import is_atari
@@ -114,6 +114,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise BadInput(f"--config: {str(path)!r} cannot be read ({exc}); expected a TOML file") from None
     except tomllib.TOMLDecodeError as exc:
         raise BadInput(f"--config: {str(path)!r} is not valid TOML ({exc})") from None
+    except RecursionError:  # nested past what the TOML reader recurses through
+        raise too_deep(f"--config {str(path)!r}", None) from None
     return {k: coerce(k, v) for k, v in known_keys(data, f"--config {str(path)!r}").items()}
 
 

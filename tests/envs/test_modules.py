@@ -4,16 +4,21 @@ directory unless the user says so (``--trust-env-module``), in ``a3c evaluate``,
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import sysconfig
 import types
+from pathlib import Path
 
 import pytest
 
 from a3c.core import user_code
 from a3c.core.errors import BadInput
-from a3c_envs import EnvSetupError
+from a3c_envs import EnvSetupError, modules
 from a3c_envs.modules import check_code_modules, check_env_module, from_current_directory
-from tests.support.commands import call_a3c
+from tests.support import ROOT
+from tests.support.commands import a3c_env, call_a3c
 
 EVIL = """
 from pathlib import Path
@@ -53,16 +58,91 @@ def test_a_file_that_shadows_an_installed_module_is_refused(in_folder):
     assert from_current_directory("colorsys")
 
 
-def test_an_installed_or_already_imported_module_or_one_on_pythonpath_is_fine(in_folder, monkeypatch):
-    (in_folder / "elsewhere").mkdir()
-    (in_folder / "elsewhere" / "pp_mod.py").write_text("")
-    monkeypatch.setattr(sys, "path", [str(in_folder), str(in_folder / "elsewhere"), *sys.path[1:]])
-    assert not from_current_directory("pp_mod")  # found through PYTHONPATH only, not in the first folder
+def test_an_installed_or_already_imported_module_or_one_on_pythonpath_is_fine(
+    in_folder, tmp_path_factory, monkeypatch
+):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "pp_mod.py").write_text("")
+    monkeypatch.setattr(sys, "path", [str(in_folder), str(elsewhere), *sys.path[1:]])
+    assert not from_current_directory("pp_mod")  # found through PYTHONPATH, outside the current directory
     (in_folder / "json.py").write_text("")
     assert not from_current_directory("json")  # already imported: importing it again takes that one
+    # A virtual environment inside the current directory is installed code: cd to the standard library's
+    # parent folder, and its colorsys (not yet imported here) is still an installed module.
+    sys.modules.pop("colorsys", None)
+    monkeypatch.chdir(Path(sysconfig.get_paths()["stdlib"]).parent)
+    monkeypatch.setattr(sys, "path", ["", *sys.path[1:]])
+    assert not from_current_directory("colorsys")
+
+
+def test_a_project_installed_with_pip_e_is_installed_unless_it_is_the_current_directory_itself(
+    in_folder, tmp_path_factory, monkeypatch
+):
+    site_dir = tmp_path_factory.mktemp("site-packages")
+    (site_dir / "__editable__.proj.pth").write_text(f"# a comment\nimport sys\n{in_folder / 'src'}\n\n")
+    (site_dir / "flat.pth").write_text("relative\n")
+    assert modules.pth_folders([str(site_dir), str(in_folder / "missing")]) == [
+        str(in_folder / "src"),
+        str(site_dir / "relative"),
+    ]
+    (in_folder / "src").mkdir()
+    (in_folder / "src" / "proj_envs.py").write_text("")
+    scripts = tmp_path_factory.mktemp("bin")
+    monkeypatch.setattr(sys, "path", [str(scripts), str(in_folder / "src"), *sys.path[1:]])
+    installed = modules.installed_folders()
+    monkeypatch.setattr(modules, "installed_folders", lambda: [*installed, str(in_folder / "src")])
+    assert not from_current_directory("proj_envs")  # pip install -e of a src layout, run from its root
+    monkeypatch.setattr(modules, "installed_folders", lambda: [*installed, str(in_folder)])
+    assert from_current_directory("proj_envs")  # a flat project: the folder itself installed
+
+
+@pytest.mark.parametrize("entry", [".", "{cwd}", "{cwd}/sub", "{link}"])
+def test_a_module_in_or_under_the_current_directory_is_refused_through_any_path_entry(
+    in_folder, tmp_path_factory, monkeypatch, entry
+):
+    # The installed console script puts its own folder first on sys.path, and PYTHONPATH=. (or ./sub, or a
+    # link to the current directory) puts the current directory after it: the module is still the current
+    # directory's.
+    (in_folder / "sub").mkdir()
     (in_folder / "mine.py").write_text("")
-    monkeypatch.setattr(sys, "path", [str(in_folder), str(in_folder), *sys.path[1:]])  # PYTHONPATH=. too
-    assert not from_current_directory("mine")
+    (in_folder / "sub" / "mine.py").write_text("")
+    link = tmp_path_factory.mktemp("links") / "here"
+    link.symlink_to(in_folder)
+    scripts = tmp_path_factory.mktemp("bin")  # the console script's folder
+    path = entry.format(cwd=in_folder, link=link)
+    monkeypatch.setattr(sys, "path", [str(scripts), path, *sys.path[1:]])
+    assert from_current_directory("mine")
+    with pytest.raises(EnvSetupError, match=r"^checkpoint x: its env 'mine:X-v0' would import module 'mine'"):
+        check_env_module("mine:X-v0", trusted=False, source="checkpoint x")
+    assert "mine" not in sys.modules
+
+
+def test_evaluate_through_pythonpath_dot_asks_before_importing_a_checkpoints_module(in_folder):
+    # The console script `a3c` with PYTHONPATH=. in a folder holding the checkpoint's module: here
+    # `python -m a3c` with PYTHONPATH=<repo>:. (the current directory both first and through PYTHONPATH).
+    import gymnasium
+
+    import a3c
+
+    (in_folder / "evilmod.py").write_text(EVIL)
+    try:
+        assert a3c.train("evilmod:Evil-v0", run_dir="run", serial=True, max_steps=200).exit_code == 0
+    finally:
+        sys.modules.pop("evilmod", None)
+        gymnasium.registry.pop("Evil-v0", None)
+    (in_folder / "imported.marker").unlink()
+    env = {**a3c_env(), "PYTHONPATH": os.pathsep.join([str(ROOT), "."])}
+    refused = subprocess.run(
+        [sys.executable, "-m", "a3c", "evaluate", "run", "--episodes", "1"],
+        cwd=in_folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith("error: checkpoint ") and "--trust-env-module" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1 and not (in_folder / "imported.marker").exists()
 
 
 def test_the_first_folder_counts_after_a_chdir(in_folder, tmp_path_factory, monkeypatch):
