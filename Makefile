@@ -71,7 +71,7 @@ DEV_FRESH := $(if $(VENV_REMAKE),,$(shell test -f $(DEV_STAMP) $(foreach f,$(INP
 RUN_STAMP := $(if $(DEV_FRESH),$(DEV_STAMP),$(VENV)/.installed-$(RUN_SET))
 
 .PHONY: FORCE train evaluate test test-fast test-learning test-faults lint clean install notebook bench bench-suite bench-atari \
-	bench-ray
+	bench-ray bench-gpu
 
 # Everything (dev), as CI installs it.
 install: $(DEV_STAMP)
@@ -138,6 +138,30 @@ bench-atari: $(DEV_STAMP)
 # The local and Ray (node mode) backends side by side on Pong's preset: 3 alternating pairs of 60 s.
 bench-ray: $(DEV_STAMP)
 	$(BIN)/a3c bench --backends ALE/Pong-v5 --seconds 60 --repeats 3 $(ARGS)
+
+# The device check (a3c bench --gpu; docs/performance.md, "The GPU check"), about 7 minutes: with CUDA, the
+# CUDA tests (pytest -m cuda), one Pong run on the GPU (15 workers: steps/s, the GPU's memory per process, a
+# short learning check), then Pong's steps/s on the CPU with 15, 1, 2, 4 and 8 workers; without CUDA the CPU
+# runs only, and one line says what was skipped. JSON under RESULTS. On a lent GPU machine (no network, no
+# .venv, python3 with torch): bench/gpu/prepare.sh here first (the wheels it lacks into .whl/, and
+# .whl/COMMIT), then the run tool with carry [".whl"] and timeout_s 540:
+#   set -o pipefail; make bench-gpu WHEELS=.whl RESULTS=$OUT 2>&1 | tee $OUT/bench-gpu.log
+# WHEELS: install that folder's wheels into GPU_SITE (pip, else unzipped) and run with $(PYTHON), not .venv.
+WHEELS ?=
+RESULTS ?= bench/results
+GPU_SITE := /tmp/a3c-site
+bench-gpu: $(if $(WHEELS),,$(DEV_STAMP))
+ifeq ($(WHEELS),)
+	$(BIN)/a3c bench --gpu --out $(RESULTS) $(ARGS)
+else
+	@mkdir -p $(GPU_SITE)
+	if $(PYTHON) -m pip --version >/dev/null 2>&1; then \
+		$(PYTHON) -m pip install --quiet --no-index --no-deps --target $(GPU_SITE) $(WHEELS)/*.whl; \
+	else for wheel in $(WHEELS)/*.whl; do $(PYTHON) -m zipfile -e $$wheel $(GPU_SITE) || exit 1; done; fi
+	ln -sfn $(CURDIR)/envs $(GPU_SITE)/a3c_envs
+	PYTHONPATH=$(GPU_SITE):$(CURDIR) $(PYTHON) -m a3c bench --gpu --out $(RESULTS) \
+		$(if $(wildcard $(WHEELS)/COMMIT),--commit $$(cat $(WHEELS)/COMMIT)) $(ARGS)
+endif
 
 notebook: $(DEV_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[notebooks]' -c constraints.txt

@@ -9,13 +9,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-.venv/bin/python}
+WHEEL_PYTHON=${WHEEL_PYTHON:-3.12}  # the python of the GPU machine (3.11 to try the install here)
 PACKAGES=(gymnasium ale-py farama-notifications pytest-timeout)
 MAX_MIB=60
 
 rm -rf .whl && mkdir .whl
 for name in "${PACKAGES[@]}"; do
     version=$("$PYTHON" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' "$name")
-    "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+    "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --python-version "$WHEEL_PYTHON" --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         -d .whl "$name==$version"
 done
