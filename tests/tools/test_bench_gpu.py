@@ -98,9 +98,9 @@ def test_pytest_counts_are_read_from_its_last_summary_line():
     assert pytest_counts("Killed") == {}
 
 
-def fake_run(workers: int, device: str, plan: GpuPlan, work: Path, learn: bool = False) -> dict:
-    """A throughput_run that measures nothing: 100 steps/s a worker, a failure for 4 workers."""
-    if workers == 4:
+def fake_run(workers: int, device: str, plan: GpuPlan, work: Path, learn=False, env_id="") -> dict:
+    """A throughput_run that measures nothing: 100 steps/s a worker, a failure for Pong with 4 workers."""
+    if workers == 4 and not env_id:
         raise RuntimeError("a3c train cpu-4w exited 1")
     run = {"workers": workers, "device": device, "all_started_s": 3.0, "from_s": 6.0, "seconds": 20.0,
            "steps": 2000 * workers, "steps_per_s": 100.0 * workers, "per_worker": 100.0}  # fmt: skip
@@ -129,11 +129,13 @@ def test_without_cuda_the_cpu_runs_are_made_and_one_line_says_what_was_skipped(
     assert line.startswith("bench --gpu: skipped the CUDA tests, the GPU run") and "is False" in line
     saved = json.loads(Path(results["path"]).read_text())
     assert saved["skipped"] == line and saved["cuda_tests"] is None and saved["gpu"] is None
+    assert saved["mlp"] == []  # a comparison with the GPU
     assert saved["machine"]["git_commit"] == "abc123"
     rates = [(r["workers"], r.get("steps_per_s")) for r in saved["cpu"]]
     assert rates == [(15, 1500.0), (1, 100.0), (4, None)]  # the GPU run's count first
     assert saved["cpu"][2] == {"workers": 4, "device": "cpu", "error": "a3c train cpu-4w exited 1"}
-    assert "| cpu | 4 | failed |" in saved["markdown"] and "| cpu | 15 | 1,500 |" in saved["markdown"]
+    assert "| ALE/Pong-v5 | cpu | 4 | failed |" in saved["markdown"]
+    assert "| ALE/Pong-v5 | cpu | 15 | 1,500 |" in saved["markdown"]
 
 
 def test_with_cuda_the_tests_and_the_gpu_run_come_first(tmp_path, monkeypatch, capsys, measured_nothing):
@@ -146,7 +148,12 @@ def test_with_cuda_the_tests_and_the_gpu_run_come_first(tmp_path, monkeypatch, c
     assert (run["device"], run["workers"], run["steps_per_s"]) == ("cuda", 15, 1500.0)
     assert saved["gpu"]["memory"]["per_role_mib"]["trainer"]["max"] == 520
     assert [r["workers"] for r in saved["cpu"]] == [15, 2]
-    assert "| cuda | 15 | 1,500 |" in saved["markdown"] and "trainer: 1 × 520 MiB" in saved["markdown"]
+    assert [(r["env_id"], r["device"], r["workers"]) for r in saved["mlp"]] == [
+        ("CartPole-v1", "cuda", 4), ("CartPole-v1", "cpu", 4)
+    ]  # fmt: skip
+    assert "| CartPole-v1 | cuda | 4 | 400 |" in saved["markdown"]
+    assert "| ALE/Pong-v5 | cuda | 15 | 1,500 |" in saved["markdown"]
+    assert "trainer: 1 × 520 MiB" in saved["markdown"]
 
 
 @pytest.mark.parametrize(

@@ -107,7 +107,7 @@ def _positive(name: str, value: float, integer: bool = False) -> None:
 )
 @click.option("--gpu-workers", type=int, default=15, show_default=True, help="--gpu: workers of the GPU run.")
 @click.option(
-    "--learn-seconds", type=float, default=150.0, show_default=True, help="--gpu: length of the GPU run."
+    "--learn-seconds", type=float, default=120.0, show_default=True, help="--gpu: length of the GPU run."
 )
 @click.option(
     "--commit",

@@ -7,13 +7,14 @@ known (a run cut short by the device's time limit keeps what it had):
    as the CPU runs and over the whole run after start-up, the GPU's memory per process (``nvidia-smi``
    sampled every second, each pid named by its role: trainer, worker, evaluator), the GPU's utilisation,
    and the learning check: the training return by thirds of the run and every evaluation's mean;
-3. steps/s on the CPU (``--device cpu``) with 15, 1, 2, 4 and 8 workers.
+3. steps/s on the CPU (``--device cpu``) with 15, 1, 2, 4 and 8 workers;
+4. CartPole-v1's MLP with 4 workers on the GPU and on the CPU: does a GPU help the MLP (``auto`` says no)?
 
 Steady window: from ``warmup_s`` after the moment every worker had written its first metrics row (all of
 them running; start-up, imports and CUDA contexts left out) for ``seconds`` s, read from metrics.csv. A run
 is stopped with SIGINT as soon as its window is complete (no final evaluation, 3 s grace), so start-up time
 costs nothing but itself. On a machine without CUDA only the CPU runs are made, and one line says what was
-skipped and why.
+skipped and why (the MLP's part is a comparison with the GPU: skipped too).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import json
 import os
 import platform
 import re
@@ -38,6 +40,7 @@ from typing import Any
 from a3c.rundir.files import git_state, package_versions, write_json
 
 ENV_ID = "ALE/Pong-v5"
+MLP_ENV_ID = "CartPole-v1"  # the MLP: does a GPU help it? (auto keeps it on the CPU)
 SAMPLE_S = 1.0  # metrics.csv and nvidia-smi are read this often while a run goes
 START_ALLOWANCE_S = 60.0  # --max-seconds beyond the plan: a net, the bench stops a run itself
 KILL_AFTER_S = 30.0  # past --max-seconds a run is killed (its final evaluation cut short)
@@ -52,7 +55,9 @@ class GpuPlan:
     seconds: float = 20.0  # each run's steady window
     warmup_s: float = 3.0  # after every worker's first row
     gpu_workers: int = 15
-    learn_seconds: float = 150.0  # the GPU run, by its metrics' wall_time
+    learn_seconds: float = 120.0  # the GPU run, by its metrics' wall_time
+    mlp_workers: int = 4  # CartPole's MLP on the GPU and on the CPU (with CUDA only)
+    mlp_seconds: float = 10.0
     tests_timeout_s: float = 120.0
 
 
@@ -224,15 +229,15 @@ def device_args(device: str) -> list[str]:
 
 
 def train_run(
-    workers: int, device: str, done: Callable[[Path], bool], budget_s: float, work: Path,
+    env_id: str, workers: int, device: str, done: Callable[[Path], bool], budget_s: float, work: Path,
     sample: Callable[[int], dict[str, Any]] | None = None,
 ) -> tuple[Path, list[dict[str, Any]]]:  # fmt: skip
-    """``a3c train`` on Pong's preset (no target) with ``workers`` on ``device``, stopped with SIGINT as soon
-    as ``done(run_dir)``; --max-seconds ``budget_s`` as a net. ``sample(trainer_pid)`` is called every
-    SAMPLE_S while it runs; returns the run dir and the samples."""
-    run_dir = work / f"{device.replace(':', '')}-{workers}w-{time.time_ns()}"
+    """``a3c train`` on ``env_id``'s preset (no target) with ``workers`` on ``device``, stopped with SIGINT
+    as soon as ``done(run_dir)``; --max-seconds ``budget_s`` as a net. ``sample(trainer_pid)`` is called
+    every SAMPLE_S while it runs; returns the run dir and the samples."""
+    run_dir = work / f"{env_id.replace('/', '-')}-{device.replace(':', '')}-{workers}w-{time.time_ns()}"
     command = [
-        sys.executable, "-m", "a3c", "train", "--env", ENV_ID, "--workers", str(workers),
+        sys.executable, "-m", "a3c", "train", "--env", env_id, "--workers", str(workers),
         *device_args(device), "--set", "target_return=none", "--max-seconds", f"{budget_s:g}",
         "--run-dir", str(run_dir), "--quiet",
     ]  # fmt: skip
@@ -266,24 +271,27 @@ METRIC_COLUMNS = ("wall_time", "global_step", "worker")
 
 
 def throughput_run(
-    workers: int, device: str, plan: GpuPlan, work: Path, learn: bool = False
+    workers: int, device: str, plan: GpuPlan, work: Path, learn: bool = False, env_id: str = ENV_ID
 ) -> dict[str, Any]:
-    """Steps/s of one run over its steady window; with ``learn`` the GPU run: also the whole run's rate,
-    the GPU memory by role and the learning check."""
+    """Steps/s of one run over its steady window (``plan.seconds``; CartPole's MLP ``plan.mlp_seconds``);
+    with ``learn`` the GPU run: also the whole run's rate, the GPU memory by role and the learning check."""
     metrics = lambda run_dir: read_csv_rows(run_dir / "metrics.csv", METRIC_COLUMNS)  # noqa: E731
+    seconds = plan.mlp_seconds if env_id == MLP_ENV_ID else plan.seconds
 
     def done(run_dir: Path) -> bool:
         rows = metrics(run_dir)
-        window = steady_window(rows, workers, plan.warmup_s, plan.seconds)
+        window = steady_window(rows, workers, plan.warmup_s, seconds)
         return window is not None and (not learn or rows[-1][0] >= plan.learn_seconds)
 
-    budget = START_ALLOWANCE_S + plan.warmup_s + plan.seconds + (plan.learn_seconds if learn else 0.0)
-    run_dir, samples = train_run(workers, device, done, budget, work, gpu_sample if learn else None)
+    budget = START_ALLOWANCE_S + plan.warmup_s + seconds + (plan.learn_seconds if learn else 0.0)
+    run_dir, samples = train_run(env_id, workers, device, done, budget, work, gpu_sample if learn else None)
     rows = metrics(run_dir)
-    window = steady_window(rows, workers, plan.warmup_s, plan.seconds)
+    window = steady_window(rows, workers, plan.warmup_s, seconds)
     if window is None:
         raise RuntimeError(f"a3c train {run_dir.name}: its metrics.csv has no complete steady window")
-    result = {"workers": workers, "device": device, **window, "per_worker": window["steps_per_s"] / workers}
+    config = json.loads((run_dir / "config.json").read_text())
+    result = {"workers": workers, "device": device, "device_used": config.get("device_used"), **window,
+              "per_worker": window["steps_per_s"] / workers}  # fmt: skip
     if learn:  # the same start, to the last row
         whole_s = max(r[0] for r in rows) - window["all_started_s"] - plan.warmup_s
         result["whole_run"] = steady_window(rows, workers, plan.warmup_s, whole_s)
@@ -351,8 +359,8 @@ def cuda_unavailable() -> str | None:
 
 def skip_line(reason: str) -> str:
     """The one line a machine without CUDA prints."""
-    return (f"bench --gpu: skipped the CUDA tests, the GPU run, its device memory and the learning check: "
-            f"{reason}; only the CPU runs were made")  # fmt: skip
+    return (f"bench --gpu: skipped the CUDA tests, the GPU run, its device memory, the learning check and "
+            f"the MLP on GPU and CPU: {reason}; only Pong's CPU runs were made")  # fmt: skip
 
 
 def machine(commit: str | None) -> dict[str, Any]:
@@ -396,6 +404,7 @@ def run_gpu_bench(
         "cuda_tests": None,
         "gpu": None,
         "cpu": [],
+        "mlp": [],
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"gpu-{ENV_ID.replace('/', '-')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
@@ -423,6 +432,12 @@ def run_gpu_bench(
             run = _guarded(lambda n=workers: throughput_run(n, "cpu", plan, work))
             results["cpu"].append({"workers": workers, "device": "cpu", **run})
             log(f"cpu {workers} workers: {_rate(run)}")
+            save()
+        n = plan.mlp_workers
+        for device in () if skipped else ("cuda", "cpu"):  # last: the MLP on the GPU, which auto never picks
+            run = _guarded(lambda d=device: throughput_run(n, d, plan, work, env_id=MLP_ENV_ID))
+            results["mlp"].append({"env_id": MLP_ENV_ID, "workers": n, "device": device, **run})
+            log(f"{MLP_ENV_ID} {device} {n} workers: {_rate(run)}")
             save()
     results["markdown"] = markdown(results)
     save()
@@ -455,14 +470,15 @@ def markdown(results: dict[str, Any]) -> str:
     tests = results["cuda_tests"]
     if tests:
         lines += [f"CUDA tests: exit {tests['exit_code']}, {tests.get('counts') or 'timed out'}", ""]
-    lines += ["| device | workers | steps/s | per worker | window (s) |", "|---|---:|---:|---:|---:|"]
-    runs = ([results["gpu"]] if results["gpu"] else []) + results["cpu"]
+    columns = "| env | device | workers | steps/s | per worker | window (s) |"
+    lines += [columns, "|---" * 3 + "|---:" * 3 + "|"]
+    runs = ([results["gpu"]] if results["gpu"] else []) + results["cpu"] + results["mlp"]
     for run in runs:
+        head = f"| {run.get('env_id', results['env_id'])} | {run['device']} | {run['workers']} |"
         if "error" in run:
-            lines.append(f"| {run['device']} | {run['workers']} | failed | | |")
+            lines.append(f"{head} failed | | |")
             continue
-        lines.append(f"| {run['device']} | {run['workers']} | {run['steps_per_s']:,.0f} | "
-                     f"{run['per_worker']:,.0f} | {run['seconds']:.0f} |")  # fmt: skip
+        lines.append(f"{head} {run['steps_per_s']:,.0f} | {run['per_worker']:,.0f} | {run['seconds']:.0f} |")
     gpu = results["gpu"]
     if gpu and "error" not in gpu:
         per_role = gpu["memory"]["per_role_mib"]
