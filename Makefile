@@ -141,27 +141,17 @@ bench-ray: $(DEV_STAMP)
 
 # The device check (a3c bench --gpu; docs/performance.md, "The GPU check"), about 7 minutes: with CUDA, the
 # CUDA tests (pytest -m cuda), one Pong run on the GPU (15 workers: steps/s, the GPU's memory per process, a
-# short learning check), then Pong's steps/s on the CPU with 15, 1, 2, 4 and 8 workers; without CUDA the CPU
-# runs only, and one line says what was skipped. JSON under RESULTS. On a lent GPU machine (no network, no
-# .venv, python3 with torch): bench/gpu/prepare.sh here first (the wheels it lacks into .whl/, and
-# .whl/COMMIT), then the run tool with carry [".whl"] and timeout_s 540:
-#   set -o pipefail; make bench-gpu WHEELS=.whl RESULTS=$OUT 2>&1 | tee $OUT/bench-gpu.log
-# WHEELS: install that folder's wheels into GPU_SITE (pip, else unzipped) and run with $(PYTHON), not .venv.
+# short learning check), Pong's steps/s on the CPU with 15, 1, 2, 4 and 8 workers, then CartPole's MLP on
+# GPU and CPU; without CUDA Pong's CPU runs only, and one line says what was skipped. JSON under RESULTS.
+# WHEELS=.whl: on a machine without network and .venv, whose python3 has torch (a lent GPU machine):
+# bench/gpu/run.sh installs the wheels that bench/gpu/prepare.sh put there and runs with that python3.
+# The device command (the run tool, carry [".whl"], timeout_s 540), after bench/gpu/prepare.sh here:
+#   bash bench/gpu/run.sh $OUT      (the same as make bench-gpu WHEELS=.whl RESULTS=$OUT, without make)
 WHEELS ?=
 RESULTS ?= bench/results
-GPU_SITE := /tmp/a3c-site
 bench-gpu: $(if $(WHEELS),,$(DEV_STAMP))
-ifeq ($(WHEELS),)
-	$(BIN)/a3c bench --gpu --out $(RESULTS) $(ARGS)
-else
-	@mkdir -p $(GPU_SITE)
-	if $(PYTHON) -m pip --version >/dev/null 2>&1; then \
-		$(PYTHON) -m pip install --quiet --no-index --no-deps --target $(GPU_SITE) $(WHEELS)/*.whl; \
-	else for wheel in $(WHEELS)/*.whl; do $(PYTHON) -m zipfile -e $$wheel $(GPU_SITE) || exit 1; done; fi
-	ln -sfn $(CURDIR)/envs $(GPU_SITE)/a3c_envs
-	PYTHONPATH=$(GPU_SITE):$(CURDIR) $(PYTHON) -m a3c bench --gpu --out $(RESULTS) \
-		$(if $(wildcard $(WHEELS)/COMMIT),--commit $$(cat $(WHEELS)/COMMIT)) $(ARGS)
-endif
+	$(if $(WHEELS),WHEELS=$(WHEELS) PYTHON=$(PYTHON) bash bench/gpu/run.sh $(RESULTS), \
+		$(BIN)/a3c bench --gpu --out $(RESULTS)) $(ARGS)
 
 notebook: $(DEV_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[notebooks]' -c constraints.txt

@@ -79,7 +79,7 @@ def test_memory_is_the_peak_per_process_summed_up_by_role():
         {"apps": [(1, "trainer", 500), (2, "worker", 400), (3, "worker", 420)], "util": 40, "used_mib": 1400},
         # pid 3 has exited: /proc no longer names it, and its role stays the one seen before
         {"apps": [(1, "trainer", 600), (2, "worker", 410), (3, "unknown", 430), (4, "evaluator", 300)],
-         "util": 60, "used_mib": 1800},
+         "util": 60, "used_mib": 1800, "raw": [["1", "600"], ["2", "410"], ["3", "430"], ["4", "300"]]},
     ]  # fmt: skip
     memory = memory_by_role(samples)
     assert memory["per_role_mib"] == {
@@ -89,6 +89,7 @@ def test_memory_is_the_peak_per_process_summed_up_by_role():
     }
     assert memory["apps_total_peak_mib"] == 1740
     assert (memory["gpu_util_mean_pct"], memory["gpu_used_peak_mib"], memory["samples"]) == (50, 1800, 2)
+    assert memory["raw_example"] == samples[1]["raw"]
 
 
 def test_pytest_counts_are_read_from_its_last_summary_line():
@@ -177,12 +178,9 @@ def test_make_bench_gpu_runs_through_the_venv_or_the_wheels(tmp_path, wheels):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    if wheels:  # no venv made, the machine's python with the wheels' packages and a3c_envs on its path
+    if wheels:  # no venv made: bench/gpu/run.sh installs the wheels for the machine's python
         assert str(tmp_path) not in done.stdout
-        assert "--no-index --no-deps --target /tmp/a3c-site .whl/*.whl" in done.stdout
-        assert f"ln -sfn {ROOT}/envs /tmp/a3c-site/a3c_envs" in done.stdout
-        command = f"PYTHONPATH=/tmp/a3c-site:{ROOT} {sys.executable} -m a3c bench --gpu --out /tmp/out"
-        assert command in done.stdout
+        assert done.stdout.strip() == f"WHEELS=.whl PYTHON={sys.executable} bash bench/gpu/run.sh /tmp/out"
     else:
         assert f"{tmp_path}/venv/bin/a3c bench --gpu --out bench/results" in done.stdout
         assert "-m pip install --quiet -e '.[dev]'" in done.stdout

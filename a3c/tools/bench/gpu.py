@@ -171,14 +171,15 @@ def nvidia_smi(*query: str) -> list[list[str]]:
 
 def gpu_sample(trainer_pid: int) -> dict[str, Any]:
     """One sample: each compute process's memory (MiB) with its role, and GPU 0's utilisation and memory."""
-    apps = []
-    for pid, used in nvidia_smi("--query-compute-apps=pid,used_memory"):
-        if pid.isdigit() and used.isdigit():
+    apps, raw = [], nvidia_smi("--query-compute-apps=pid,used_memory")
+    for pid, used in (row for row in raw if len(row) == 2):
+        if pid.isdigit() and used.isdigit():  # a container's nvidia-smi may say [N/A]: see raw_example
             apps.append((int(pid), role_of(int(pid), trainer_pid, process_name(int(pid))), int(used)))
     gpu = nvidia_smi("--query-gpu=utilization.gpu,memory.used", "-i", "0")
     util, used = (gpu[0] + [None, None])[:2] if gpu else (None, None)
     return {
         "apps": apps,
+        "raw": raw,
         "util": int(util) if util and util.isdigit() else None,
         "used_mib": int(used) if used and used.isdigit() else None,
     }
@@ -187,7 +188,7 @@ def gpu_sample(trainer_pid: int) -> dict[str, Any]:
 def memory_by_role(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Peak memory (MiB) per process over the samples, summed up by role: per role the processes seen and
     their min / median / max peak; the peak of the samples' total over the compute processes; GPU 0's mean
-    utilisation (%) and peak memory used."""
+    utilisation (%) and peak memory used; and nvidia-smi's rows of the sample that had the most."""
     peak: dict[int, tuple[str, int]] = {}
     for sample in samples:
         for pid, role, used in sample["apps"]:
@@ -210,6 +211,7 @@ def memory_by_role(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "gpu_util_mean_pct": statistics.mean(utils) if utils else None,
         "gpu_used_peak_mib": max(used_total, default=None),
         "samples": len(samples),
+        "raw_example": max((s.get("raw", []) for s in samples), key=len, default=[]),  # the most rows
     }
 
 
