@@ -131,6 +131,7 @@ def test_without_cuda_the_cpu_runs_are_made_and_one_line_says_what_was_skipped(
     saved = json.loads(Path(results["path"]).read_text())
     assert saved["skipped"] == line and saved["cuda_tests"] is None and saved["gpu"] is None
     assert saved["mlp"] == []  # a comparison with the GPU
+    assert line not in saved["markdown"]  # printed once
     assert saved["machine"]["git_commit"] == "abc123"
     rates = [(r["workers"], r.get("steps_per_s")) for r in saved["cpu"]]
     assert rates == [(15, 1500.0), (1, 100.0), (4, None)]  # the GPU run's count first

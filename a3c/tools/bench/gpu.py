@@ -467,8 +467,6 @@ def markdown(results: dict[str, Any]) -> str:
     gpus = ", ".join(g["name"] for g in m["gpus"]) or "none"
     lines = [f"{results['env_id']} on {m['cpus']} CPUs, GPU: {gpus}; torch {m['torch']} (CUDA "
              f"{m['torch_cuda']}); commit {m['git_commit']}", ""]  # fmt: skip
-    if results["skipped"]:
-        lines += [results["skipped"], ""]
     tests = results["cuda_tests"]
     if tests:
         lines += [f"CUDA tests: exit {tests['exit_code']}, {tests.get('counts') or 'timed out'}", ""]
