@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from a3c.rundir.files import git_state, package_versions, write_json
+from a3c.tools.bench.report import fmt
 
 ENV_ID = "ALE/Pong-v5"
 MLP_ENV_ID = "CartPole-v1"  # the MLP: does a GPU help it? (auto keeps it on the CPU)
@@ -325,18 +326,26 @@ def pytest_counts(output: str) -> dict[str, int]:
     return {("error" if word.startswith("error") else word): int(n) for n, word in found}
 
 
+REPO_ROOT = Path(__file__).resolve().parents[3]  # where tests/ is, in a checkout (not in an installed a3c)
+
+
 def cuda_tests(timeout_s: float) -> dict[str, Any]:
-    """``pytest -m cuda``: its exit code, counts, wall time and, unless every test passed, its tail."""
+    """``pytest -m cuda`` in the checkout: its exit code, counts, wall time and, unless every test passed,
+    its tail. Past ``timeout_s`` its whole process group is killed (no test's run is left on the GPU)."""
+    if not (REPO_ROOT / "tests" / "conftest.py").is_file():
+        return {"exit_code": None, "error": f"no tests/ beside the a3c package in {REPO_ROOT} (installed)"}
     started = time.monotonic()
     command = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-rfEs", "-p", "no:cacheprovider",
                "--continue-on-collection-errors"]  # fmt: skip
+    proc = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)  # fmt: skip
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        return {"exit_code": None, "timed_out": True, "seconds": timeout_s, "tail": out[-TAIL_CHARS:]}
-    output = proc.stdout + proc.stderr
-    result = {"exit_code": proc.returncode, "counts": pytest_counts(proc.stdout),
+        output, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate(timeout=30)
+        return {"exit_code": None, "timed_out": True, "seconds": timeout_s, "tail": output[-TAIL_CHARS:]}
+    result = {"exit_code": proc.returncode, "counts": pytest_counts(output),
               "seconds": time.monotonic() - started}  # fmt: skip
     if proc.returncode != 0:  # 5: none selected; else a failure or collection error to read
         result["tail"] = output[-TAIL_CHARS:]
@@ -469,7 +478,8 @@ def markdown(results: dict[str, Any]) -> str:
              f"{m['torch_cuda']}); commit {m['git_commit']}", ""]  # fmt: skip
     tests = results["cuda_tests"]
     if tests:
-        lines += [f"CUDA tests: exit {tests['exit_code']}, {tests.get('counts') or 'timed out'}", ""]
+        said = tests.get("counts") or tests.get("error") or ("timed out" if tests.get("timed_out") else "")
+        lines += [f"CUDA tests: exit {tests['exit_code']}, {said}", ""]
     columns = "| env | device | workers | steps/s | per worker | window (s) |"
     lines += [columns, "|---" * 3 + "|---:" * 3 + "|"]
     runs = ([results["gpu"]] if results["gpu"] else []) + results["cpu"] + results["mlp"]
@@ -492,7 +502,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [
             "",
             f"GPU memory per process (peak): {roles or 'no compute process seen'}; "
-            f"GPU utilisation {gpu['memory']['gpu_util_mean_pct']}% mean",
+            f"GPU utilisation {fmt(gpu['memory']['gpu_util_mean_pct'])}% mean",
             f"GPU run: {whole['steps_per_s']:,.0f} steps/s over {whole['seconds']:.0f} s after start-up; "
             f"training return by thirds: {thirds}; evaluations: {evals}",
         ]
