@@ -30,6 +30,8 @@ fi
 ln -sfn "$PWD/envs" "$site/a3c_envs"
 commit=()
 if [ -f "$wheels/COMMIT" ]; then commit=(--commit "$(cat "$wheels/COMMIT")"); fi
-echo "bench/gpu/run.sh: $("$python" --version) at $python; wheels of $wheels in $site"
-PYTHONPATH="$site:$PWD" "$python" -m a3c bench --gpu --out "$results" "${commit[@]}" "$@" 2>&1 \
+torch=$("$python" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, torch.cuda.is_available())')
+echo "bench/gpu/run.sh: $("$python" --version) at $python, torch $torch; wheels of $wheels in $site" \
     | tee "$results/bench-gpu.log"
+PYTHONPATH="$site:$PWD" "$python" -m a3c bench --gpu --out "$results" ${commit[@]+"${commit[@]}"} "$@" 2>&1 \
+    | tee -a "$results/bench-gpu.log"
