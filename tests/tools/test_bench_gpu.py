@@ -93,7 +93,7 @@ def test_memory_is_the_peak_per_process_summed_up_by_role():
 
 
 def test_pytest_counts_are_read_from_its_last_summary_line():
-    out = "..s.F\nFAILED tests/x.py::t\n1 failed, 3 passed, 1 skipped, 950 deselected, 2 errors in 12.30s\n"
+    out = "..s.F\nFAILED test_x.py::t\n1 failed, 3 passed, 1 skipped, 950 deselected, 2 errors in 12.30s\n"
     assert pytest_counts(out) == {"failed": 1, "passed": 3, "skipped": 1, "deselected": 950, "error": 2}
     assert pytest_counts("no tests ran in 0.5s") == {}
     assert pytest_counts("Killed") == {}
