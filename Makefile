@@ -72,7 +72,7 @@ DEV_FRESH := $(if $(VENV_REMAKE),,$(shell test -f $(DEV_STAMP) $(foreach f,$(INP
 RUN_STAMP := $(if $(DEV_FRESH),$(DEV_STAMP),$(VENV)/.installed-$(RUN_SET))
 
 .PHONY: FORCE train evaluate test test-fast test-learning test-faults lint clean install notebook bench bench-suite bench-atari \
-	bench-ray
+	bench-ray bench-gpu
 
 # Everything (dev), as CI installs it.
 install: $(DEV_STAMP)
@@ -194,6 +194,20 @@ bench-atari: $(DEV_STAMP)
 # The local and Ray (node mode) backends side by side on Pong's preset: 3 alternating pairs of 60 s.
 bench-ray: $(DEV_STAMP)
 	$(BIN)/a3c bench --backends ALE/Pong-v5 --seconds 60 --repeats 3 $(ARGS)
+
+# The device check (a3c bench --gpu; docs/performance.md, "The GPU check"), about 7 minutes: with CUDA, the
+# CUDA tests (pytest -m cuda), one Pong run on the GPU (15 workers: steps/s, the GPU's memory per process, a
+# short learning check), Pong's steps/s on the CPU with 15, 1, 2, 4 and 8 workers, then CartPole's MLP on
+# GPU and CPU; without CUDA Pong's CPU runs only, and one line says what was skipped. JSON under RESULTS.
+# WHEELS=.whl: on a machine without network and .venv, whose python3 has torch (a lent GPU machine):
+# bench/gpu/run.sh installs the wheels that bench/gpu/prepare.sh put there and runs with that python3.
+# The device command (the run tool, carry [".whl"], timeout_s 540), after bench/gpu/prepare.sh here:
+#   bash bench/gpu/run.sh $OUT      (the same as make bench-gpu WHEELS=.whl RESULTS=$OUT, without make)
+WHEELS ?=
+RESULTS ?= bench/results
+bench-gpu: $(if $(WHEELS),,$(DEV_STAMP))
+	$(if $(WHEELS),WHEELS=$(WHEELS) PYTHON=$(PYTHON) bash bench/gpu/run.sh $(RESULTS), \
+		$(BIN)/a3c bench --gpu --out $(RESULTS)) $(ARGS)
 
 notebook: $(DEV_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[notebooks]' -c constraints.txt

@@ -174,6 +174,7 @@ NONE_MEANS |= {"storage": "study.db", "study_dir": "runs/tune/<env-id>", "space_
 NONE_MEANS["fmt"] = "onnx"  # a3c export --format: from the output's suffix, else onnx
 NONE_MEANS |= {"seeds": "5; races: 3", "peer": "zoo; default with --suite", "env_ids": "CartPole bench"}
 NONE_MEANS["backends_env"] = "none"  # a3c bench --backends ENV: off unless given
+NONE_MEANS["commit"] = "git's"  # a3c bench --gpu --commit: where the tree has no git
 
 
 def shown_default(help_text: str) -> str | None:

@@ -95,6 +95,26 @@ def _positive(name: str, value: float, integer: bool = False) -> None:
     show_default=True,
     help="--shard-load: CartPole-v1's MLP or ALE/Pong-v5's conv net + LSTM (extra `atari`).",
 )
+@click.option(
+    "--gpu",
+    is_flag=True,
+    help="Instead: the device check on ALE/Pong-v5's preset (make bench-gpu): the CUDA tests, steps/s with "
+    "--worker-counts on the CPU and --gpu-workers on the GPU, the GPU's memory per process and a short "
+    'learning check; without CUDA the CPU runs only (docs/performance.md, "The GPU check").',
+)
+@click.option(
+    "--worker-counts", default="1,2,4,8,15", show_default=True, help="--gpu: the CPU runs' worker counts."
+)
+@click.option("--gpu-workers", type=int, default=15, show_default=True, help="--gpu: workers of the GPU run.")
+@click.option(
+    "--learn-seconds", type=float, default=120.0, show_default=True, help="--gpu: length of the GPU run."
+)
+@click.option(
+    "--commit",
+    default=None,
+    help="--gpu: the commit measured where the tree has no git (a device's copy; .whl/COMMIT).  [default: "
+    "git's]",
+)
 def bench(**opts) -> None:
     """Ours against Stable-Baselines3 A2C, side by side. Without --env/--suite: CartPole-v1's time to solve,
     throughput and where one worker's time goes. With them: a race per env (the same wall-clock budget per
@@ -109,6 +129,9 @@ def bench(**opts) -> None:
         return
     if opts["shard_load"]:
         _shard_load(opts)
+        return
+    if opts["gpu"]:
+        _gpu(opts)
         return
     racing = bool(opts["env_ids"] or opts["suite"])
     if opts["peer"] == "no-preset" and not racing:
@@ -180,3 +203,26 @@ def _shard_load(opts: dict) -> None:
     results = shard_load(opts)
     click.echo(results["markdown"])
     click.echo(f"\nJSON: {results['path']}")
+
+
+def _gpu(opts: dict) -> None:
+    from a3c.tools.bench.gpu import GpuPlan, run_gpu_bench
+    from a3c.tools.bench.shard_load import parse_list
+    from a3c_envs import inspect_env
+
+    if opts["env_ids"] or opts["suite"] or opts["backends_env"] or opts["shard_load"]:
+        raise BadInput(
+            "--gpu: not allowed with --env, --suite, --backends or --shard-load; expected one mode"
+        )
+    _positive("--gpu-workers", opts["gpu_workers"], integer=True)
+    _positive("--learn-seconds", opts["learn_seconds"])
+    plan = GpuPlan(
+        worker_counts=parse_list("--worker-counts", opts["worker_counts"], int),
+        seconds=opts["seconds"],
+        gpu_workers=opts["gpu_workers"],
+        learn_seconds=opts["learn_seconds"],
+    )
+    inspect_env("ALE/Pong-v5")  # without the atari extra: one line naming it, before anything runs
+    results = run_gpu_bench(plan, opts["out"], opts["commit"])
+    click.echo(results["markdown"])
+    click.echo(f"\nJSON: {results['path']}  ({results['bench_s']:.0f} s)")
