@@ -219,18 +219,6 @@ def memory_by_role(samples: list[dict[str, Any]]) -> dict[str, Any]:
 # -- running -------------------------------------------------------------------------------------------------
 
 
-def device_args(device: str) -> list[str]:
-    """``--device DEVICE`` where this a3c has the option; an a3c from before it trains on the CPU only, so
-    it gets no flag for ``cpu`` and cannot make a CUDA run."""
-    from a3c.core.config import Config
-
-    if "device" in {f.name for f in dataclasses.fields(Config)}:
-        return ["--device", device]
-    if device == "cpu":
-        return []
-    raise RuntimeError(f"this a3c has no device option, so no run on {device}")
-
-
 def train_run(
     env_id: str, workers: int, device: str, done: Callable[[Path], bool], budget_s: float, work: Path,
     sample: Callable[[int], dict[str, Any]] | None = None,
@@ -241,7 +229,7 @@ def train_run(
     run_dir = work / f"{env_id.replace('/', '-')}-{device.replace(':', '')}-{workers}w-{time.time_ns()}"
     command = [
         sys.executable, "-m", "a3c", "train", "--env", env_id, "--workers", str(workers),
-        *device_args(device), "--set", "target_return=none", "--max-seconds", f"{budget_s:g}",
+        "--device", device, "--set", "target_return=none", "--max-seconds", f"{budget_s:g}",
         "--run-dir", str(run_dir), "--quiet",
     ]  # fmt: skip
     samples: list[dict[str, Any]] = []
@@ -356,15 +344,11 @@ def cuda_tests(timeout_s: float) -> dict[str, Any]:
 
 
 def cuda_unavailable() -> str | None:
-    """Why no GPU part can run here (one clause), or None when CUDA is there and a3c has its device option."""
+    """Why no GPU part can run here (one clause), or None when CUDA is there."""
     import torch
 
     if not torch.cuda.is_available():
         return f"torch.cuda.is_available() is False (torch {torch.__version__}, CUDA {torch.version.cuda})"
-    try:
-        device_args("cuda")
-    except RuntimeError as exc:
-        return str(exc)
     return None
 
 
