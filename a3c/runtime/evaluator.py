@@ -292,4 +292,4 @@ def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: 
             if record is not None:
                 conn.send(record)
 
-    run_child("evaluator", shared.heartbeats, config.workers, conn, body)
+    run_child("evaluator", shared.heartbeats, config.workers, conn, body, config.hang_timeout)

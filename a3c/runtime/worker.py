@@ -82,4 +82,4 @@ def worker_main(worker_id: int, shared: SharedState, conn: Connection, seed: int
         window = MetricsWindow(worker_id, every_steps=shared.config.metrics_interval_steps)
         run_learner(worker_id, learner, shared, conn.send, window, should_exit=guard.should_exit)
 
-    run_child(f"worker {worker_id}", shared.heartbeats, worker_id, conn, body)
+    run_child(f"worker {worker_id}", shared.heartbeats, worker_id, conn, body, shared.config.hang_timeout)

@@ -3,6 +3,7 @@ tracks evaluations and errors, shows progress and builds summary.json."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shlex
 import time
@@ -176,7 +177,8 @@ class RunMonitor:
 
     def close(self) -> None:
         """Close the progress display, the CSV logs and TensorBoard."""
-        self.progress.close()
+        with contextlib.suppress(OSError):  # a terminal gone (SIGHUP) must not keep the logs from closing
+            self.progress.close()
         self.episodes_log.close()
         self.metrics_log.close()
         if self.tensorboard is not None:

@@ -8,6 +8,7 @@ backend's business (a3c/backends): ``serial`` (this process), ``local`` (child p
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 import sys
@@ -40,6 +41,9 @@ from a3c_envs import EnvInfo
 from a3c_envs.user_envs import code_references
 
 TICK_S = 0.1  # supervision period: how often the trainer looks at children, budgets and signals
+# A stop, not a crash: Ctrl-C, a scheduler's or `timeout`'s SIGTERM, and the SIGHUP of a closed terminal or a
+# dropped ssh session: each ends the run with last.pt, summary.json and exit 128 + the signal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 FINITE_CHECK_S = 1.0  # how often the shared parameters are checked for NaN/inf
 
 
@@ -117,10 +121,10 @@ class Trainer:
 
     def run(self) -> int:
         """Train until the target, a budget, a signal or a failure; write last.pt and summary.json."""
-        old_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        old_handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS}
         try:
-            signal.signal(signal.SIGTERM, self._on_signal)
-            signal.signal(signal.SIGINT, self._on_signal)
+            for s in STOP_SIGNALS:
+                signal.signal(s, self._on_signal)
             try:
                 self._start_callbacks()
                 self._loop()
@@ -151,7 +155,7 @@ class Trainer:
             while not self.stop.is_set():
                 self._take(backend.poll(TICK_S))
                 self._check_budget_and_signals()
-                self.monitor.refresh()
+                show(self.monitor.refresh)
             budget_end = self.stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
             if budget_end and not self.monitor.errors and self.signal_received is None:
                 self._take(backend.final_evaluation())
@@ -297,14 +301,21 @@ class Trainer:
             exit_code, summary["exit_reason"] = exit_status(
                 self.stop.reason, self.monitor.errors, self.signal_received
             )
-        if self.monitor.errors:
-            print(error_line(self.monitor.errors[0]), file=sys.stderr)
         exit_code = exit_code if saved else exit_code or 1
-        write_json(self.run_dir / "summary.json", summary)
-        self.monitor.refresh()  # the display ends on the final totals
+        write_json(self.run_dir / "summary.json", summary)  # before anything is shown: a terminal may be gone
+        if self.monitor.errors:
+            show(lambda: print(error_line(self.monitor.errors[0]), file=sys.stderr))
+        show(self.monitor.refresh)  # the display ends on the final totals
         self.monitor.close()
-        print(format_summary(summary, self.run_dir), flush=True)
+        show(lambda: print(format_summary(summary, self.run_dir), flush=True))
         return exit_code
+
+
+def show(output: Callable[[], None]) -> None:
+    """Write to the terminal, if there still is one: after a SIGHUP (an ssh session dropped) its writes fail
+    (EIO), and the run must still end as a stop, its files written."""
+    with contextlib.suppress(OSError):
+        output()
 
 
 def tracker_callbacks(config: Config) -> list[Any]:
