@@ -110,7 +110,7 @@ class Evaluator:
             lengths = np.concatenate([lengths, more_lengths])
         if should_stop():
             return None
-        wall_time = time.time() - self.start_time
+        wall_time = self.start_time.elapsed()
         mean = float(returns.mean())
         row = (
             round(wall_time, 3),

@@ -33,6 +33,7 @@ from a3c.rundir.files import create_run_dir, run_metadata, write_json
 from a3c.rundir.lock import lock_run_dir, unlock
 from a3c.rundir.resume import trim_logs
 from a3c.runtime.counters import StopReason
+from a3c.runtime.run_clock import RunClock
 from a3c.runtime.state import SharedState, build_state
 from a3c.training.callbacks import CallbackFailed, Callbacks, RunContext
 from a3c.training.monitor import RunMonitor, format_summary
@@ -101,7 +102,7 @@ class Trainer:
             # The user's objects no child can import by name go to every child by value (forkserver), and
             # into the run dir for a later a3c.load/a3c.resume in Python (the command never reads them).
             code.save(self.run_dir)
-            self.start_time = time.time() - wall_before  # wall_time continues across a resume
+            self.start_time = RunClock.started(wall_before)  # wall_time continues across a resume
             self.shared = dataclasses.replace(
                 state, run_dir=self.run_dir, start_time=self.start_time, code=code
             )
@@ -140,9 +141,9 @@ class Trainer:
 
     def _start_callbacks(self) -> None:
         """The callbacks' ``on_start``; the time they take (a tracker's connection) is not the run's."""
-        began = time.time()
+        began = time.monotonic()
         self.callbacks.start(self._context())
-        self.start_time += time.time() - began
+        self.start_time = self.start_time.later(time.monotonic() - began)
         self.monitor.start_time = self.start_time
         self.shared = dataclasses.replace(self.shared, start_time=self.start_time)
 
@@ -203,7 +204,7 @@ class Trainer:
             self.stop.stop(StopReason.INTERRUPTED)
         elif self.monitor.errors:
             self.stop.stop(StopReason.FAILED)
-        elif cfg.max_seconds is not None and time.time() - self.start_time >= cfg.max_seconds:
+        elif cfg.max_seconds is not None and self.start_time.elapsed() >= cfg.max_seconds:
             self.stop.stop(StopReason.MAX_SECONDS)
         elif cfg.max_steps is not None and self.counters.total_steps >= cfg.max_steps:
             self.stop.stop(StopReason.MAX_STEPS)
@@ -270,7 +271,7 @@ class Trainer:
             self.info.spaces,
             **self.shared.snapshot(),
             **self.monitor.checkpoint_fields(),
-            wall_time=time.time() - self.start_time,
+            wall_time=self.start_time.elapsed(),
             resumes=self.resume_index,
             rng_state=torch.get_rng_state(),
             **self.metadata,

@@ -62,7 +62,7 @@ def test_a_suspended_group_a_silent_trainer_and_a_hangup(run_dir, token):
         # 2. The trainer alone stops answering: each child stops itself once the trainer's heartbeat is
         # silent for the hang timeout, and the trainer, back, restarts them.
         os.kill(proc.pid, signal.SIGSTOP)
-        stderr.read(until=TRAINER_SILENT, count=3, timeout=120)
+        stderr.read(until=TRAINER_SILENT, count=3, timeout=60)
         os.kill(proc.pid, signal.SIGCONT)
         assert stderr.text.count(TRAINER_SILENT) == 3, stderr.text.decode()
         wait_until(proc, lambda: len(spawned_children(proc.pid) - children) == 3, timeout=120)
