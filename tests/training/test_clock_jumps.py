@@ -62,3 +62,12 @@ def test_a_resume_keeps_rows_up_to_the_checkpoints_step_whatever_their_times(tmp
     columns = ("wall_time", "global_step", "worker", "return", "length")
     assert trim_csv(path, max_step=20, max_wall=2.0, columns=columns) == (2, 1)
     assert [r["global_step"] for r in rows(path)] == ["10", "20"]
+
+
+def test_a_linear_learning_rate_is_never_above_its_start_whatever_the_seconds_say():
+    # A clock read back from another machine (a Ray node counts by the Unix time) can put the seconds
+    # before the start: the rate stays at lr, not 1.5 lr.
+    from a3c.algo.optim import scheduled_lr
+
+    assert scheduled_lr(1e-3, "linear", 0, None, seconds=-50.0, max_seconds=100.0) == 1e-3
+    assert scheduled_lr(1e-3, "linear", 0, None, seconds=50.0, max_seconds=100.0) == 5e-4
