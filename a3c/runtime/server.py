@@ -1,5 +1,5 @@
-"""Imported first by the forkserver (``a3c.runtime.context.PRELOAD``), in it alone: what the server itself
-must be for its children to be safe.
+"""Imported by the forkserver before the workers' modules (``a3c.runtime.context.PRELOAD``; multiprocessing
+imports a script's ``__main__`` first), in it alone: what the server itself must be for its children.
 
 It ignores the stop signals a terminal or a scheduler sends the whole process group (SIGTERM, SIGHUP; it
 already ignores SIGINT): its children get ``PR_SET_PDEATHSIG`` on it (``a3c.runtime.child``), so its
