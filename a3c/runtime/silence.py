@@ -7,9 +7,9 @@ Ray's health checks count missed checks rather than raw age: a gap between two l
 longer than it waits between looks means the watcher was not scheduled, and that excess is credited to
 every slot's silence, as far as the silence overlaps the gap (a beat just before the stop, late in the gap,
 is as old as the stop). What a slot's own process did meanwhile cannot be told, so it gets a fresh
-timeout. A watcher that is merely slow every time still counts ``expected + slack``
-seconds per look, so a hung child is still found, only later. No SIGCONT handler is needed: a cgroup freeze
-(``docker pause``) sends none, and the gap is seen either way.
+timeout. A watcher that is merely slow every time still counts ``expected + UNSCHEDULED_S`` seconds per
+look, so a hung child is still found, only later. No SIGCONT handler is needed: a cgroup freeze (``docker
+pause``) sends none, and the gap is seen either way.
 """
 
 from __future__ import annotations

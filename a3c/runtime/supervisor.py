@@ -191,9 +191,8 @@ class Supervisor:
         """The timeout a child has exceeded without a heartbeat (None while it is fine)."""
         age = self.heartbeats.age(child.spec.slot)
         silence = self.watch.silence(child.spec.slot, age, child.started_at, self.heartbeats.now())
-        limit = (
-            max(self.hang_timeout, STARTUP_TIMEOUT_S) if age is None else self.hang_timeout
-        )  # None: starting
+        starting = age is None  # no beat yet: the start-up allowance applies
+        limit = max(self.hang_timeout, STARTUP_TIMEOUT_S) if starting else self.hang_timeout
         return limit if silence > limit else None
 
     def _crashed(self, child: Child, reason: str) -> None:
