@@ -112,8 +112,8 @@ def train(
 ) -> None:
     """Train on ENV until the target return, a budget, Ctrl-C or SIGTERM.
 
-    Exit codes: 0 finished (solved or budget spent), 1 failure, 2 bad input, 130 SIGINT, 143 SIGTERM; with
-    --seeds the highest of the runs' (a signal stops the list: the seeds after it do not start).
+    Exit codes: 0 finished (solved or budget spent), 1 failure, 2 bad input, 130 SIGINT, 143 SIGTERM, 129
+    SIGHUP; with --seeds the highest of the runs' (a signal stops the list: the seeds after it do not start).
     """
     # The Config fields' options (a3c.training.options) come in ``options``, by field name, None where not
     # given.

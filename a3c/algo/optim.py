@@ -309,5 +309,5 @@ def scheduled_lr(
             fractions.append(seconds / max_seconds)
         if not fractions:
             raise ValueError("a linear schedule needs max_steps or max_seconds")
-        return lr * max(0.0, 1.0 - max(fractions))
+        return lr * min(1.0, max(0.0, 1.0 - max(fractions)))  # never above lr, whatever a clock said
     raise ValueError(f"unknown lr schedule {schedule!r}")

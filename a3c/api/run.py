@@ -32,8 +32,8 @@ class TrainingFailed(RuntimeError):
 @dataclass(frozen=True)
 class Run:
     """A run directory and how its training ended (``exit_code``: the command's, 0 finished, 130 SIGINT,
-    143 SIGTERM). Its files (docs/runs.md) are read when asked for, so a ``Run`` of a run still going on
-    shows its rows so far."""
+    143 SIGTERM, 129 SIGHUP). Its files (docs/runs.md) are read when asked for, so a ``Run`` of a run still
+    going on shows its rows so far."""
 
     run_dir: Path
     exit_code: int | None = None

@@ -6,7 +6,6 @@ math without process noise, and how a user debugs (``a3c train --serial``).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -86,7 +85,7 @@ class SerialBackend:
         if not self.window.lags:
             return []
         s = self.shared
-        wall_time = round(time.time() - s.start_time, 3)
+        wall_time = round(s.start_time.elapsed(), 3)
         lr = self.learner.optimizer.param_groups[0]["lr"]  # as every row: the rate the last step used
         return [self.window.record(wall_time, s.counters.total_steps, lr)]
 

@@ -188,9 +188,11 @@ def read_csv_rows(path: Path, columns: tuple[str, ...]) -> tuple[list[str], list
 
 
 def trim_csv(path: Path, max_step: int, max_wall: float, columns: tuple[str, ...]) -> tuple[int, int]:
-    """Drop rows logged after the checkpoint (global_step > max_step or wall_time > max_wall; a file without
-    global_step, by wall_time alone): their training was lost with the process, and keeping them would make
-    global_step and wall_time go back on resume.
+    """Drop rows logged after the checkpoint (global_step > max_step; a file without global_step, sync.csv,
+    by wall_time > max_wall): their training was lost with the process, and keeping them would make
+    global_step and wall_time go back on resume. The step, where there is one, decides: it is exact, while a
+    time is only as good as the clock it was read on (wall_time is monotonic since it counts run time, but
+    a run dir written by an older a3c counted it on the wall clock, which may have jumped).
     Rows of an older a3c's shorter header get the new columns at the end, empty. Returns (rows kept, rows
     removed); the file is rewritten atomically (a temp file renamed over it)."""
     if not path.exists():
@@ -203,8 +205,7 @@ def trim_csv(path: Path, max_step: int, max_wall: float, columns: tuple[str, ...
             [*r, *[""] * (len(columns) - len(header))]
             for r in body
             if len(r) == len(header)
-            and (step_col is None or int(r[step_col]) <= max_step)
-            and float(r[wall_col]) <= max_wall
+            and (float(r[wall_col]) <= max_wall if step_col is None else int(r[step_col]) <= max_step)
         ]
     except ValueError as exc:
         raise BadInput(f"--resume: {str(path)!r} is not a CSV this a3c wrote ({exc})") from None

@@ -6,17 +6,20 @@ a process of its own that starts while the trainer is still importing torch itse
 child is then a fork of it, ready in milliseconds. A fork of the forkserver, not of the trainer: no threads,
 locks or CUDA state of the trainer are copied (why plain fork is ruled out). This module imports
 no torch, so the CLI can start the server before its own heavy imports.
+
+multiprocessing starts a new forkserver when it finds the last one dead, at the next child's start and
+with the environment of that moment: every start here goes through ``start_early`` (``child_context``'s
+processes call it first), so a respawned server has the one-thread settings too.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from multiprocessing import forkserver
-from multiprocessing.context import BaseContext
+from multiprocessing.context import BaseContext, ForkServerContext, ForkServerProcess
 
 # What the forkserver imports before it forks anything: everything a worker or the evaluator needs.
-PRELOAD = ["__main__", "a3c.runtime.worker", "a3c.runtime.evaluator"]
+PRELOAD = ["a3c.runtime.server", "__main__", "a3c.runtime.worker", "a3c.runtime.evaluator"]
 
 # One thread per child for every math library, read when the forkserver imports them. numpy's OpenBLAS
 # otherwise starts a thread per core for a matmul of a few hundred rows: two workers on two cores then ran
@@ -46,7 +49,22 @@ def start_early() -> None:
                 os.environ[name] = value
 
 
+class OneThreadProcess(ForkServerProcess):
+    """A forkserver child whose start first makes sure the server runs with ``SERVER_ENV``."""
+
+    @staticmethod
+    def _Popen(process_obj):  # noqa: N802 - multiprocessing's name
+        start_early()  # restarts a dead server here, with the settings, before multiprocessing would
+        return ForkServerProcess._Popen(process_obj)
+
+
+class OneThreadContext(ForkServerContext):
+    """The forkserver context whose every process start goes through ``start_early``."""
+
+    Process = OneThreadProcess
+
+
 def child_context() -> BaseContext:
     """The context to start children with (the forkserver, started if ``start_early`` did not)."""
     start_early()
-    return multiprocessing.get_context("forkserver")
+    return OneThreadContext()

@@ -76,11 +76,18 @@ class Counters(_NumpyViews):
 
 
 class Heartbeats(_NumpyViews):
-    """One float64 slot per child (workers 0..N-1, then the evaluator): the ``time.monotonic()`` of its last
-    sign of life. A child writes only its own slot; the trainer reads them all to find a hung child."""
+    """One float64 slot per child (workers 0..N-1, then the evaluator) and one for the trainer (``trainer``,
+    the last): the ``time.monotonic()`` of its last sign of life. Each process writes only its own slot; the
+    trainer reads the children's to find a hung child, each child the trainer's to find a hung trainer."""
 
     def __init__(self, num_children: int):
-        self.times = torch.zeros(num_children, dtype=torch.float64).share_memory_()
+        self.times = torch.zeros(num_children + 1, dtype=torch.float64).share_memory_()
+        self.trainer = num_children
+
+    @staticmethod
+    def now() -> float:
+        """The clock the slots are stamped with."""
+        return time.monotonic()
 
     def beat(self, slot: int) -> None:
         """Stamp ``slot`` with the current ``time.monotonic()``."""

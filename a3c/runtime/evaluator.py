@@ -110,7 +110,7 @@ class Evaluator:
             lengths = np.concatenate([lengths, more_lengths])
         if should_stop():
             return None
-        wall_time = time.time() - self.start_time
+        wall_time = self.start_time.elapsed()
         mean = float(returns.mean())
         row = (
             round(wall_time, 3),
@@ -292,4 +292,4 @@ def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: 
             if record is not None:
                 conn.send(record)
 
-    run_child("evaluator", shared.heartbeats, config.workers, conn, body)
+    run_child("evaluator", shared.heartbeats, config.workers, conn, body, config.hang_timeout)

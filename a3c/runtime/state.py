@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from a3c.core.spaces import Spaces
 from a3c.core.user_code import CodeBook
 from a3c.rundir.resume import restore_model, restore_obs_stats, restore_optimizer, restore_reward_stats
 from a3c.runtime.counters import Counters, Heartbeats, StopSignal
+from a3c.runtime.run_clock import RunClock
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,8 @@ class SharedState:
     optimizer: the shared optimizer over that buffer (state created eagerly).
     counters, stop, heartbeats: per-slot step/update counters, the stop signal, one heartbeat per child.
     obs_stats, reward_stats: shared observation / return statistics (one slot per worker), or None.
-    config, spaces, run_dir, start_time: the run every child belongs to (wall_time counts from start_time).
+    config, spaces, run_dir: the run every child belongs to; start_time: when it began (its wall_time is
+    ``start_time.elapsed()``, monotonic: ``a3c.runtime.run_clock``).
     code: the user's objects the config names that a child cannot import by name (``a3c.core.user_code``),
     registered in each child as it unpickles this.
     """
@@ -39,7 +40,7 @@ class SharedState:
     config: Config
     spaces: Spaces
     run_dir: Path
-    start_time: float
+    start_time: RunClock
     model: nn.Module
     optimizer: SharedOptimizer
     counters: Counters
@@ -52,7 +53,7 @@ class SharedState:
     def clock(self) -> tuple[int, int, float]:
         """The run so far, all workers: (updates, env steps, seconds of its wall time), a Learner's clock.
         The seconds count from ``start_time``, which the trainer set back by a resumed run's wall time."""
-        return self.counters.total_updates, self.counters.total_steps, time.time() - self.start_time
+        return self.counters.total_updates, self.counters.total_steps, self.start_time.elapsed()
 
     def snapshot(self) -> dict[str, Any]:
         """The shared state as one instant (invariant 10): weights, optimizer moments and steps,
@@ -106,7 +107,7 @@ def build_state(config: Config, spaces: Spaces, resume: dict[str, Any] | None, s
         config=config,
         spaces=spaces,
         run_dir=Path(),
-        start_time=0.0,
+        start_time=RunClock.started(),
         model=model,
         optimizer=optimizer,
         counters=Counters(config.workers, *counts),

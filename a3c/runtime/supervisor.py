@@ -8,6 +8,9 @@ stopped in the middle of a large record (SIGSTOP, a debugger, swapped out) canno
 stops beating and is killed as hung.
 A child that dies, or stops beating for ``hang_timeout`` seconds, is restarted with a fresh seed stream,
 up to ``max_restarts`` times within ``RESTART_WINDOW_S``; past that the run fails with its last error.
+Silence is counted in time the supervisor itself ran (``SilenceWatch``): after the whole group was
+stopped and continued, every child gets a fresh timeout instead of being killed as hung. Each poll beats
+the trainer's own slot, which every child watches in turn (``a3c.runtime.child``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 from a3c.core.records import ErrorRecord
 from a3c.runtime.counters import Heartbeats
 from a3c.runtime.pipe import RecordReader
+from a3c.runtime.silence import SilenceWatch
 
 RESTART_WINDOW_S = 600.0
 # A new process's first sign of life (a child's heartbeat, a Ray actor's answer) comes after it is started and
@@ -88,6 +92,7 @@ class Supervisor:
         self.hang_timeout = hang_timeout
         self.restarts = 0
         self.failure: ErrorRecord | None = None
+        self.watch = SilenceWatch(heartbeats.now())
 
     def _start(self, child: Child) -> None:
         reader, writer = self.ctx.Pipe(duplex=False)
@@ -97,7 +102,9 @@ class Supervisor:
             kwargs=child.spec.kwargs(child.started, writer),
         )
         self.heartbeats.clear(child.spec.slot)  # until its first beat, the start-up timeout applies
-        child.started_at = time.monotonic()
+        self.heartbeats.beat(self.heartbeats.trainer)  # a slow start of many children is no trainer hang
+        self.watch.restart(child.spec.slot)
+        child.started_at = self.heartbeats.now()
         # The child inherits an ignored SIGINT (then Python installs no KeyboardInterrupt handler in it), so a
         # Ctrl-C sent to the whole process group reaches only the trainer, which stops children in order.
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -154,8 +161,10 @@ class Supervisor:
         sentinels = [
             c.process.sentinel for c in self.children if c.process is not None and c.process.is_alive()
         ]
+        self.heartbeats.beat(self.heartbeats.trainer)
         # Records already buffered (left over from RECV_MAX) do not make their pipe readable: do not wait.
         wait(readers + sentinels, timeout=0 if any(r.pending() for r in readers) else timeout)
+        self.watch.passed(self.heartbeats.now(), timeout)
         for child in self.children:
             self._receive(child, RECV_MAX)
         for child in self.children:
@@ -164,8 +173,7 @@ class Supervisor:
             if child.process.exitcode is not None:
                 self._receive(child, None)  # its ErrorRecord, if it sent one before dying
                 reason = f"{child.spec.name} died with exit code {child.process.exitcode}"
-            elif self._silent_for(child) is not None:
-                silent = self._silent_for(child)
+            elif (silent := self._silent_for(child)) is not None:
                 child.process.kill()
                 child.process.join(timeout=5.0)
                 if child.process.is_alive():  # not even SIGKILL ended it: do not start a second one
@@ -182,10 +190,10 @@ class Supervisor:
     def _silent_for(self, child: Child) -> float | None:
         """The timeout a child has exceeded without a heartbeat (None while it is fine)."""
         age = self.heartbeats.age(child.spec.slot)
-        if age is None:  # still starting up
-            limit = max(self.hang_timeout, STARTUP_TIMEOUT_S)
-            return limit if time.monotonic() - child.started_at > limit else None
-        return self.hang_timeout if age > self.hang_timeout else None
+        silence = self.watch.silence(child.spec.slot, age, child.started_at, self.heartbeats.now())
+        starting = age is None  # no beat yet: the start-up allowance applies
+        limit = max(self.hang_timeout, STARTUP_TIMEOUT_S) if starting else self.hang_timeout
+        return limit if silence > limit else None
 
     def _crashed(self, child: Child, reason: str) -> None:
         error = child.last_error or ErrorRecord(child.spec.name, reason)

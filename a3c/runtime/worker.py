@@ -43,7 +43,7 @@ def run_learner(
             metrics.add(result)
             done += 1
             global_step = counters.total_steps
-            wall_time = round(time.time() - start_time, 3)
+            wall_time = round(start_time.elapsed(), 3)
             if metrics.due():
                 emit(metrics.record(wall_time, global_step, learner.optimizer.param_groups[0]["lr"]))
             episodes += [
@@ -59,7 +59,7 @@ def run_learner(
         if episodes:
             emit(episodes)
     if max_updates is None and metrics.lags:  # the last, partial window: a short run still gets its metrics
-        wall_time = round(time.time() - start_time, 3)
+        wall_time = round(start_time.elapsed(), 3)
         emit(metrics.record(wall_time, counters.total_steps, learner.optimizer.param_groups[0]["lr"]))
 
 
@@ -82,4 +82,4 @@ def worker_main(worker_id: int, shared: SharedState, conn: Connection, seed: int
         window = MetricsWindow(worker_id, every_steps=shared.config.metrics_interval_steps)
         run_learner(worker_id, learner, shared, conn.send, window, should_exit=guard.should_exit)
 
-    run_child(f"worker {worker_id}", shared.heartbeats, worker_id, conn, body)
+    run_child(f"worker {worker_id}", shared.heartbeats, worker_id, conn, body, shared.config.hang_timeout)

@@ -3,9 +3,9 @@ tracks evaluations and errors, shows progress and builds summary.json."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shlex
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from a3c.core.records import ErrorRecord, EvalRecord, MetricsRecord
 from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS, METRICS_COLUMNS, CsvLog
 from a3c.rundir.tensorboard import TensorBoardLog
 from a3c.runtime.counters import Counters
+from a3c.runtime.run_clock import RunClock
 from a3c.training.progress import Progress
 
 
@@ -26,7 +27,7 @@ class RunMonitor:
         config: Config,
         run_dir: Path,
         counters: Counters,
-        start_time: float,
+        start_time: RunClock,
         show_progress: bool,
         serial: bool,
     ):
@@ -126,7 +127,7 @@ class RunMonitor:
         """Show the current totals: steps, episodes, last and best eval, the workers' mean policy lag."""
         last = None if self.last_eval is None else self.last_eval.mean_return
         lag = sum(self.lag_by_worker.values()) / len(self.lag_by_worker) if self.lag_by_worker else None
-        elapsed = time.time() - self.start_time
+        elapsed = self.start_time.elapsed()
         self.progress.update(
             self.counters.total_steps,
             self.episodes,
@@ -139,7 +140,7 @@ class RunMonitor:
 
     def summary(self, exit_reason: str, restarts: int) -> dict[str, Any]:
         """summary.json's contents: solve time and steps, totals, throughput, evaluator CPU, exit reason."""
-        wall_s = time.time() - self.start_time
+        wall_s = self.start_time.elapsed()
         total = self.counters.total_steps
         # In serial mode the evaluator shares this process, so its CPU time cannot be told apart.
         cpu_s = None if self.last_eval is None or self.serial else self.last_eval.cpu_s
@@ -147,7 +148,7 @@ class RunMonitor:
             "env_id": self.config.env_id,
             "solved": self.solved_at is not None,
             "target_return": self.config.target_return,
-            "start_unix": round(self.start_time, 3),  # the Unix time wall_time and time_to_solve_s count from
+            "start_unix": round(self.start_time.unix, 3),  # when wall_time and time_to_solve_s count from
             "time_to_solve_s": None if self.solved_at is None else self.solved_at[0],
             "steps_to_solve": None if self.solved_at is None else self.solved_at[1],
             "total_steps": total,
@@ -176,7 +177,8 @@ class RunMonitor:
 
     def close(self) -> None:
         """Close the progress display, the CSV logs and TensorBoard."""
-        self.progress.close()
+        with contextlib.suppress(OSError):  # a terminal gone (SIGHUP) must not keep the logs from closing
+            self.progress.close()
         self.episodes_log.close()
         self.metrics_log.close()
         if self.tensorboard is not None:

@@ -63,4 +63,4 @@ def worst_exit(codes: list[int]) -> int:
 
 def stopped_by_signal(code: int) -> bool:
     """Whether a run's exit code says a signal stopped it (the seeds after it are not started)."""
-    return code in (130, 143)
+    return code in (129, 130, 143)  # SIGHUP, SIGINT, SIGTERM

@@ -8,6 +8,7 @@ backend's business (a3c/backends): ``serial`` (this process), ``local`` (child p
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 import sys
@@ -32,6 +33,7 @@ from a3c.rundir.files import create_run_dir, run_metadata, write_json
 from a3c.rundir.lock import lock_run_dir, unlock
 from a3c.rundir.resume import trim_logs
 from a3c.runtime.counters import StopReason
+from a3c.runtime.run_clock import RunClock
 from a3c.runtime.state import SharedState, build_state
 from a3c.training.callbacks import CallbackFailed, Callbacks, RunContext
 from a3c.training.monitor import RunMonitor, format_summary
@@ -40,6 +42,9 @@ from a3c_envs import EnvInfo
 from a3c_envs.user_envs import code_references
 
 TICK_S = 0.1  # supervision period: how often the trainer looks at children, budgets and signals
+# A stop, not a crash: Ctrl-C, a scheduler's or `timeout`'s SIGTERM, and the SIGHUP of a closed terminal or a
+# dropped ssh session: each ends the run with last.pt, summary.json and exit 128 + the signal.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 FINITE_CHECK_S = 1.0  # how often the shared parameters are checked for NaN/inf
 
 
@@ -97,7 +102,7 @@ class Trainer:
             # The user's objects no child can import by name go to every child by value (forkserver), and
             # into the run dir for a later a3c.load/a3c.resume in Python (the command never reads them).
             code.save(self.run_dir)
-            self.start_time = time.time() - wall_before  # wall_time continues across a resume
+            self.start_time = RunClock.started(wall_before)  # wall_time continues across a resume
             self.shared = dataclasses.replace(
                 state, run_dir=self.run_dir, start_time=self.start_time, code=code
             )
@@ -117,10 +122,10 @@ class Trainer:
 
     def run(self) -> int:
         """Train until the target, a budget, a signal or a failure; write last.pt and summary.json."""
-        old_handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        old_handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS}
         try:
-            signal.signal(signal.SIGTERM, self._on_signal)
-            signal.signal(signal.SIGINT, self._on_signal)
+            for s in STOP_SIGNALS:
+                signal.signal(s, self._on_signal)
             try:
                 self._start_callbacks()
                 self._loop()
@@ -136,9 +141,9 @@ class Trainer:
 
     def _start_callbacks(self) -> None:
         """The callbacks' ``on_start``; the time they take (a tracker's connection) is not the run's."""
-        began = time.time()
+        began = time.monotonic()
         self.callbacks.start(self._context())
-        self.start_time += time.time() - began
+        self.start_time = self.start_time.later(time.monotonic() - began)
         self.monitor.start_time = self.start_time
         self.shared = dataclasses.replace(self.shared, start_time=self.start_time)
 
@@ -151,7 +156,7 @@ class Trainer:
             while not self.stop.is_set():
                 self._take(backend.poll(TICK_S))
                 self._check_budget_and_signals()
-                self.monitor.refresh()
+                show(self.monitor.refresh)
             budget_end = self.stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
             if budget_end and not self.monitor.errors and self.signal_received is None:
                 self._take(backend.final_evaluation())
@@ -199,7 +204,7 @@ class Trainer:
             self.stop.stop(StopReason.INTERRUPTED)
         elif self.monitor.errors:
             self.stop.stop(StopReason.FAILED)
-        elif cfg.max_seconds is not None and time.time() - self.start_time >= cfg.max_seconds:
+        elif cfg.max_seconds is not None and self.start_time.elapsed() >= cfg.max_seconds:
             self.stop.stop(StopReason.MAX_SECONDS)
         elif cfg.max_steps is not None and self.counters.total_steps >= cfg.max_steps:
             self.stop.stop(StopReason.MAX_STEPS)
@@ -266,7 +271,7 @@ class Trainer:
             self.info.spaces,
             **self.shared.snapshot(),
             **self.monitor.checkpoint_fields(),
-            wall_time=time.time() - self.start_time,
+            wall_time=self.start_time.elapsed(),
             resumes=self.resume_index,
             rng_state=torch.get_rng_state(),
             **self.metadata,
@@ -297,14 +302,21 @@ class Trainer:
             exit_code, summary["exit_reason"] = exit_status(
                 self.stop.reason, self.monitor.errors, self.signal_received
             )
-        if self.monitor.errors:
-            print(error_line(self.monitor.errors[0]), file=sys.stderr)
         exit_code = exit_code if saved else exit_code or 1
-        write_json(self.run_dir / "summary.json", summary)
-        self.monitor.refresh()  # the display ends on the final totals
+        write_json(self.run_dir / "summary.json", summary)  # before anything is shown: a terminal may be gone
+        if self.monitor.errors:
+            show(lambda: print(error_line(self.monitor.errors[0]), file=sys.stderr))
+        show(self.monitor.refresh)  # the display ends on the final totals
         self.monitor.close()
-        print(format_summary(summary, self.run_dir), flush=True)
+        show(lambda: print(format_summary(summary, self.run_dir), flush=True))
         return exit_code
+
+
+def show(output: Callable[[], None]) -> None:
+    """Write to the terminal, if there still is one: after a SIGHUP (an ssh session dropped) its writes fail
+    (EIO), and the run must still end as a stop, its files written."""
+    with contextlib.suppress(OSError):
+        output()
 
 
 def tracker_callbacks(config: Config) -> list[Any]:

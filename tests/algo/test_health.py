@@ -19,6 +19,7 @@ from a3c.algo.health import (
 )
 from a3c.core.records import MetricsRecord
 from a3c.core.spaces import Spaces
+from a3c.runtime.run_clock import RunClock
 
 
 def row(step: int, entropy: float = 0.6, ev: float = 0.5) -> MetricsRecord:
@@ -118,7 +119,9 @@ def test_warnings_survive_a_resume_and_do_not_fire_twice(tmp_path):
     from a3c.training.monitor import RunMonitor
 
     def monitor() -> RunMonitor:
-        made = RunMonitor(Config(env_id="CartPole-v1"), tmp_path, Counters(1), 0.0, False, True)
+        made = RunMonitor(
+            Config(env_id="CartPole-v1"), tmp_path, Counters(1), RunClock.started(), False, True
+        )
         made.health = LearningHealth(math.log(2))
         return made
 

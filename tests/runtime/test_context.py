@@ -52,3 +52,25 @@ def test_the_forkserver_starts_with_one_thread_per_library_and_the_callers_envir
     context.start_early()
     assert seen == context.ONE_THREAD
     assert {name: os.environ[name] for name in context.ONE_THREAD} == dict.fromkeys(context.ONE_THREAD, "4")
+
+
+@pytest.mark.slow
+def test_a_respawned_forkserver_still_gives_its_children_one_thread(token):
+    # multiprocessing starts a new server with the environment of that moment when it finds the last one
+    # dead; here that environment asks for 4 threads per library (the caller's own settings).
+    import json
+    import subprocess
+    import sys
+
+    from a3c.runtime.context import ONE_THREAD
+    from tests.support import ROOT
+    from tests.support.commands import a3c_env
+
+    command = [sys.executable, "-m", "tests.support.respawned_server"]
+    result = subprocess.run(
+        command, cwd=ROOT, env=a3c_env(token), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.splitlines()[-1])
+    assert (seen["respawned"], seen["exitcode"]) == (True, 0), seen
+    assert (seen["env"], seen["torch_threads"]) == (ONE_THREAD, 1), seen

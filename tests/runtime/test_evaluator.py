@@ -16,6 +16,7 @@ from a3c.core.spaces import Spaces
 from a3c.rundir.checkpoints import load_checkpoint, saved_best
 from a3c.runtime.counters import Counters, Heartbeats, StopSignal
 from a3c.runtime.evaluator import Evaluator
+from a3c.runtime.run_clock import RunClock
 from a3c.runtime.state import SharedState
 
 
@@ -33,7 +34,15 @@ def cartpole_state(
         set_mark(model, mark)
     (run_dir / "checkpoints").mkdir(exist_ok=True)
     return SharedState(
-        config, Spaces((4,), 2), run_dir, 0.0, model, optimizer, Counters(1), StopSignal(), Heartbeats(2)
+        config,
+        Spaces((4,), 2),
+        run_dir,
+        RunClock.started(),
+        model,
+        optimizer,
+        Counters(1),
+        StopSignal(),
+        Heartbeats(2),
     )
 
 
@@ -275,7 +284,7 @@ def test_a_failed_best_save_is_a_warning_in_the_summary(tmp_path):
     from a3c.training.monitor import RunMonitor
 
     config = Config(env_id="CartPole-v1")
-    monitor = RunMonitor(config, tmp_path, Counters(1), 0.0, show_progress=False, serial=True)
+    monitor = RunMonitor(config, tmp_path, Counters(1), RunClock.started(), show_progress=False, serial=True)
     record = EvalRecord(
         1.0, 100, 10, 50.0, 0.0, 50.0, 50.0, 50.0, 10, 0.1, -1.0, False, None, "OSError: full"
     )

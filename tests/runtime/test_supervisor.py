@@ -201,6 +201,7 @@ class MovableHeartbeats:
 
     def __init__(self, heartbeats: Heartbeats):
         self.heartbeats, self.moved = heartbeats, 0.0
+        self.trainer, self.now, self.beat = heartbeats.trainer, heartbeats.now, heartbeats.beat
 
     def clear(self, slot: int) -> None:
         self.heartbeats.clear(slot)

@@ -116,7 +116,7 @@ def start_cartpole(
 
 def kill_trainer(proc: subprocess.Popen, token: str) -> None:
     """SIGKILL the trainer alone, as a machine's OOM killer would, and assert none of its children outlives
-    it: each sees its parent gone at its next heartbeat (milliseconds); 30 s is only a cap."""
+    it: the forkserver ends with the trainer and takes each child with it (PR_SET_PDEATHSIG); 30 s: a cap."""
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
     assert not left_behind(token, timeout=30.0), "children outlived the SIGKILLed trainer"

@@ -31,18 +31,35 @@ from tests.support.commands import end, popen_a3c, run_a3c, wait_until
 from tests.support.processes import left_behind, spawned_children
 from tests.support.run_files import assert_continuous, csv_rows, data_rows, read_json
 
-TRAIN = "train --env CartPole-v1 --workers 2 --target-return 1e9 --quiet --set checkpoint_interval=0.5"
+# A hang timeout of 6 s (not less: an idle evaluator is never taken for hung on a loaded machine), so that a
+# suspend of the group longer than it takes seconds, not minutes.
+HANG_S = 6
+STOP_S = HANG_S + 2.0
+TRAIN = (
+    "train --env CartPole-v1 --workers 2 --target-return 1e9 --quiet --set checkpoint_interval=0.5 "
+    f"--hang-timeout {HANG_S}"
+)
 TUNE = "tune --env CartPole-v1 --trials 2 --trial-seconds 6 --seed 0"
-KINDS = ("trainer", "worker", "group-kill", "group-term")
+KINDS = ("trainer", "worker", "group-kill", "group-term", "group-hup", "group-stop")
 STAGES = ("train", "resume", "tune")
 # The exit code each kind leaves (Popen's: -N for a process killed by signal N): the trainer or the group
-# SIGKILLed; after a worker's SIGKILL the run goes on and a SIGTERM ends it (128 + 15), as a group's does.
-EXIT_CODES = {"trainer": -9, "group-kill": -9, "worker": 143, "group-term": 143}
+# SIGKILLed; after a worker's SIGKILL the run goes on and a SIGTERM ends it (128 + 15), as a group's does; a
+# group's SIGHUP (a closed terminal) is a stop too (128 + 1); after the group was stopped for longer than the
+# hang timeout and continued, the run goes on with no child restarted, and a SIGTERM ends it.
+EXIT_CODES = {
+    "trainer": -9,
+    "group-kill": -9,
+    "worker": 143,
+    "group-term": 143,
+    "group-hup": 129,
+    "group-stop": 143,
+}
 CONTINUOUS = ("episodes.csv", "eval.csv")  # ordered by global_step and wall_time (metrics.csv: per worker)
 
 
 def kill(proc: subprocess.Popen, kind: str, rng: random.Random) -> str:
-    """Kill as ``kind`` says: SIGKILL the trainer alone, SIGKILL one worker, or signal the whole group."""
+    """Kill as ``kind`` says: SIGKILL the trainer alone, SIGKILL one worker, signal the whole group, or stop
+    it for longer than the hang timeout and continue it."""
     if kind == "trainer":
         os.kill(proc.pid, signal.SIGKILL)
         return "SIGKILL trainer"
@@ -51,7 +68,12 @@ def kill(proc: subprocess.Popen, kind: str, rng: random.Random) -> str:
         victim = rng.choice(workers)
         os.kill(victim, signal.SIGKILL)
         return f"SIGKILL {_name(victim)}"
-    signum = signal.SIGKILL if kind == "group-kill" else signal.SIGTERM
+    if kind == "group-stop":
+        os.killpg(proc.pid, signal.SIGSTOP)
+        time.sleep(STOP_S)  # the fault itself: a suspend of a measured length, not a synchronisation
+        os.killpg(proc.pid, signal.SIGCONT)
+        return f"SIGSTOP group {STOP_S:g} s"
+    signum = {"group-kill": signal.SIGKILL, "group-term": signal.SIGTERM, "group-hup": signal.SIGHUP}[kind]
     os.killpg(proc.pid, signum)
     return f"{signum.name} group"
 
@@ -130,6 +152,19 @@ def _last_step(run_dir: Path) -> int:
     return int(rows[-1]["global_step"]) if rows else 0
 
 
+def go_on_then_stop(proc: subprocess.Popen, kind: str, watched: Path, before: set[int]) -> None:
+    """After a fault the run goes on from (a worker killed: it is restarted; the group suspended: it trains
+    on), SIGTERM the trainer once it shows it goes on; after any other fault, nothing."""
+    if kind == "worker":
+        wait_until(proc, lambda: len(spawned_children(proc.pid) - before) >= 1, timeout=60)
+    elif kind == "group-stop":  # rows arrive: the trainer has polled (and judged) its children since
+        now = data_rows(watched / "episodes.csv")
+        wait_until(proc, lambda: data_rows(watched / "episodes.csv") >= now + 20, timeout=120)
+    else:
+        return
+    os.kill(proc.pid, signal.SIGTERM)
+
+
 def one_round(
     index: int, stage: str, kind: str, rows: int, out: Path, rng: random.Random
 ) -> tuple[bool, str]:
@@ -155,9 +190,7 @@ def one_round(
         wait_until(proc, lambda: len(spawned_children(proc.pid)) >= 3, timeout=60)
         before = spawned_children(proc.pid)
         what = kill(proc, kind, rng)
-        if kind == "worker":  # the run goes on: it restarts the worker, then a SIGTERM ends it cleanly
-            wait_until(proc, lambda: len(spawned_children(proc.pid) - before) >= 1, timeout=60)
-            os.kill(proc.pid, signal.SIGTERM)
+        go_on_then_stop(proc, kind, watched, before)
         code = proc.wait(timeout=120)
     finally:
         end(proc)
@@ -165,6 +198,9 @@ def one_round(
     problems = [f"left running: {sorted(left)}"] if left else []
     if code != EXIT_CODES[kind]:
         problems.append(f"exit {code}, expected {EXIT_CODES[kind]}")
+    if kind == "group-stop" and stage != "tune":  # a tune trial's hang timeout is the default 60 s
+        restarts = read_json(run_dir / "summary.json")["restarts"]
+        problems += [f"restarts {restarts} after a suspend of the group, expected 0"] if restarts else []
     if stage == "tune":
         again = run_a3c(*args, timeout=600, token=token)
         if again.returncode != 0:

@@ -13,6 +13,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from a3c.rundir.csvlog import SYNC_COLUMNS, CsvLog
+from a3c.runtime.run_clock import RunClock
 
 SYNC_ROW_S = 10.0  # one sync.csv row per node this often
 
@@ -21,7 +22,7 @@ class SyncLog:
     """sync.csv: per node, its exchanges so far and, over the rows' interval, its global policy lag (other
     nodes' exchanges between two of its own) and its exchange round trip."""
 
-    def __init__(self, path: Path, groups: list[list[int]], start_time: float):
+    def __init__(self, path: Path, groups: list[list[int]], start_time: RunClock):
         self.log, self.groups, self.start_time = CsvLog(path, SYNC_COLUMNS), groups, start_time
         self.lags: list[list[int]] = [[] for _ in groups]
         self.round_trips: list[list[float]] = [[] for _ in groups]
@@ -40,7 +41,7 @@ class SyncLog:
         if not force and time.monotonic() - self.written < SYNC_ROW_S:
             return
         self.written = time.monotonic()
-        wall = round(time.time() - self.start_time, 3)
+        wall = round(self.start_time.elapsed(), 3)
         try:  # what the shards applied, per node: each exchange of a node reaches every shard once
             replies = ray.get([s.counts.remote() for s in shards], timeout=timeout)
             counts = np.stack([c for c, _ in replies])
