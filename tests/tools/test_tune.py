@@ -235,11 +235,34 @@ def test_a_trial_left_running_is_marked_failed_when_the_study_reopens(tmp_path, 
 
 
 VALUES = [True, False, 3, 1e-05, 0.1, 475.0, "adam", [64, 64], 'say "hi"', {"continuous": True, "g": -9.5}]
+# What a storage another process writes to may hold: every character TOML must escape, quotes of all
+# kinds, a line that would start a table, a comment sign, a lone backslash before a u, non-ASCII.
+HOSTILE = 'a"b\\c\\u0041\n[evil]\nx = 1\r\x00\x01\x08\x0c\x1f\x7f\t\'\'\' """ # \u2028 \U0001f600 é'
 
 
-@pytest.mark.parametrize("value", VALUES)
+@pytest.mark.parametrize(
+    "value", [*VALUES, HOSTILE, [HOSTILE], {HOSTILE: HOSTILE}, float("inf"), -float("inf")]
+)
 def test_preset_values_read_back_as_toml(value):
     assert tomllib.loads(f"key = {toml_value(value)}")["key"] == value
+
+
+def test_storage_supplied_strings_cannot_break_the_preset(tmp_path):
+    """The best trial's parameter names and values and its run dir come from the storage: however hostile,
+    the preset reads back as exactly the env's preset and those values, and its comments stay comments."""
+    optuna = require_extra("optuna", "tune")
+    from a3c_envs import load_preset
+
+    study = optuna.create_study(direction="maximize")
+    dist = {HOSTILE: optuna.distributions.CategoricalDistribution([HOSTILE, "b"])}
+    attrs = {"run_dir": HOSTILE}
+    study.add_trial(
+        optuna.trial.create_trial(params={HOSTILE: HOSTILE}, distributions=dist, value=1.0, user_attrs=attrs)
+    )
+    run = TrialSpec("CartPole-v1", trial_seconds=5.0, seed=0, serial=True)
+    path = write_best_preset(study, run, f"sqlite:///{tmp_path}/a\nevil = 1/s.db?password=pw", tmp_path)
+    assert tomllib.loads(path.read_text()) == {**load_preset("CartPole-v1"), HOSTILE: HOSTILE}
+    assert "?password=***" in path.read_text() and "pw" not in path.read_text().replace("password", "")
 
 
 def test_best_preset_is_the_env_preset_with_the_best_values(tmp_path, monkeypatch):
