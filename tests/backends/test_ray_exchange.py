@@ -92,3 +92,29 @@ def test_the_global_lag_counts_the_other_nodes_exchanges_since_a_nodes_last():
     assert s.exchange(0, delta)[1] == 0
     assert s.exchange(1, delta)[1] == 2
     assert s.exchanges.tolist() == [3, 3, 1]
+
+
+def test_a_replaced_groups_exchanges_are_refused_and_its_syncer_stops_its_workers(monkeypatch):
+    """Group 0's incarnation 0 was replaced by incarnation 1 but is still alive (the kill did not reach
+    it): from the driver's ``retire`` on, the shard adds nothing it sends, and its syncer stops its
+    workers; the new incarnation exchanges as usual."""
+    import a3c.backends.ray.syncer as syncer_module
+    from a3c.backends.ray.syncer import Syncer
+
+    s = shard(0, np.zeros(2, np.float32), 1, 1.0)
+    stand_in = type("Shard", (), {"exchange": type("Call", (), {"remote": staticmethod(s.exchange)})})
+    monkeypatch.setattr(syncer_module, "collect", lambda replies, _timeout: replies)  # no Ray: the replies
+    stopped = []
+    old_flat, new_flat = torch.zeros(2), torch.zeros(2)
+    old = Syncer(0, old_flat, [stand_in], [(0, 2)], 1.0, 1.0, on_failure=lambda: stopped.append(1))
+    old_flat += 1.0
+    assert old.exchange_once() and np.array_equal(s.read(), [1.0, 1.0])
+    s.retire(0, 1)  # the driver replaced group 0
+    new = Syncer(0, new_flat, [stand_in], [(0, 2)], 1.0, 1.0)
+    new.generation = 1  # as its NodeGroup sets it
+    old_flat += 5.0
+    assert not old.exchange_once() and np.array_equal(s.read(), [1.0, 1.0])  # nothing of it added
+    assert stopped == [1] and old.failure == (-1, "incarnation 0 of node group 0 was replaced; it stops")
+    assert s.exchange(0, np.ones(2, np.float32), generation=0) is None  # however it asks
+    new_flat += 2.0
+    assert new.exchange_once() and np.array_equal(s.read(), [3.0, 3.0]) and s.exchanges.tolist() == [2]

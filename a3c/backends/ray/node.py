@@ -40,14 +40,17 @@ STOP_GRACE_S = 3.0  # the node's workers get this long to finish their update on
 class NodeGroup:
     """Node ``index``: workers ``ids`` (their global indices); ``shards`` hold the slices ``bounds`` of the
     global weights. Created light (Ray keeps no large arguments to restart it with); ``start`` brings the
-    rest, and the driver sends it again to a restarted node, which then starts from the shards' weights."""
+    rest, and the driver sends it again to a restarted node, which then starts from the shards' weights.
+    ``generation``: which incarnation of the node's group this is (the driver counts them); the shards
+    refuse an older one's exchanges once a newer one exists."""
 
     def __init__(
         self, index: int, ids: list[int], config: dict[str, Any], spaces: Spaces, shards: list[Any],
-        bounds: list[tuple[int, int]],
+        bounds: list[tuple[int, int]], generation: int = 0,
     ):  # fmt: skip
         torch.set_num_threads(1)
         self.index, self.ids, self.shards, self.bounds = index, list(ids), shards, bounds
+        self.generation = generation
         self.config, self.spaces = Config.from_dict(config), spaces
         self.incarnation = uuid.uuid4().hex  # the driver sees a restarted node by a new one
         self.timeout = self.config.hang_timeout
@@ -87,6 +90,7 @@ class NodeGroup:
         # The syncer's base is taken before any worker writes: every update reaches the global model.
         self.syncer = Syncer(self.index, flat, self.shards, self.bounds, cfg.sync_interval, self.timeout,
                              on_failure=self._shard_failed)  # fmt: skip
+        self.syncer.generation = self.generation
         self.supervisor.start_all()
         self.syncer.start()
         self.started = True

@@ -58,11 +58,20 @@ class ParamShard:
         self.exchanges = np.zeros(nodes, np.int64)  # exchanges applied, per node
         self.version = 0  # exchanges applied, all nodes
         self.seen = np.zeros(nodes, np.int64)  # ``version`` after each node's last exchange
+        self.generations = np.zeros(nodes, np.int64)  # each node's newest group incarnation: the one admitted
         self.cpu_start = time.process_time()
 
-    def exchange(self, node: int, delta: np.ndarray | None) -> tuple[np.ndarray, int]:
-        """Add ``delta`` [slice] (None: nothing, a node's first look) from ``node``; return (the new slice,
-        the global lag: other nodes' exchanges applied since this node's previous one)."""
+    def exchange(
+        self, node: int, delta: np.ndarray | None, generation: int = 0
+    ) -> tuple[np.ndarray, int] | None:
+        """Add ``delta`` [slice] (None: nothing, a node's first look) from ``node``'s group incarnation
+        ``generation``; return (the new slice, the global lag: other nodes' exchanges applied since this
+        node's previous one). None, and nothing added, from an incarnation older than the node's newest:
+        a replaced group that is still alive (a kill that did not reach it, a partition that healed) trains
+        on its own and must not write into the global model beside its successor."""
+        if generation < self.generations[node]:
+            return None
+        self.generations[node] = generation
         lag = self.version - int(self.seen[node])
         if delta is not None:
             self.weights += self.scale * delta
@@ -70,6 +79,11 @@ class ParamShard:
             self.version += 1
         self.seen[node] = self.version
         return self.weights.copy(), max(lag, 0)
+
+    def retire(self, node: int, generation: int) -> None:
+        """The driver replaced ``node``'s group by incarnation ``generation``: refuse older ones from now on,
+        before the new one's first exchange."""
+        self.generations[node] = max(int(self.generations[node]), generation)
 
     def read(self) -> np.ndarray:
         """The slice as it is now (the evaluator's and the checkpoint's view)."""

@@ -19,14 +19,16 @@ from a3c.backends.ray.shard import ShardFailed, collect
 
 class Syncer:
     """Node ``index``'s exchanges of ``flat`` [params] with ``shards`` (slices ``bounds``), every
-    ``interval`` s once started; a shard that does not answer within ``timeout`` s, or dies, ends the loop:
-    ``failure`` is (shard, why) and ``on_failure`` is called."""
+    ``interval`` s once started, as the node's group incarnation ``generation`` (0 unless set before the
+    start); a shard that does not
+    answer within ``timeout`` s, or dies, ends the loop: ``failure`` is (shard, why) and ``on_failure`` is
+    called. So does a shard's refusal (the driver replaced this incarnation): ``failure`` is (-1, why)."""
 
     def __init__(
         self, index: int, flat: torch.Tensor, shards: list[Any], bounds: list[tuple[int, int]],
         interval: float, timeout: float, on_failure: Callable[[], None] = lambda: None,
     ):  # fmt: skip
-        self.index, self.shards, self.bounds = index, shards, bounds
+        self.index, self.shards, self.bounds, self.generation = index, shards, bounds, 0
         self.interval, self.timeout, self.on_failure = interval, timeout, on_failure
         self.exchange = NodeExchange(flat, flat.detach().numpy())
         self.exchanges = 0
@@ -61,12 +63,17 @@ class Syncer:
             sent, delta = self.exchange.take()
             started = time.monotonic()
             pairs = zip(self.shards, self.bounds, strict=True)
-            refs = [shard.exchange.remote(self.index, delta[a:b]) for shard, (a, b) in pairs]
+            refs = [shard.exchange.remote(self.index, delta[a:b], self.generation) for shard, (a, b) in pairs]
             limit = wait_limit(self.timeout, starting=not self.exchanges)
             try:
                 replies = collect(refs, limit)
             except ShardFailed as exc:
                 self.failure = (exc.shard, exc.why)
+                self.on_failure()
+                return False
+            if any(reply is None for reply in replies):  # refused: a newer incarnation exchanges now
+                why = f"incarnation {self.generation} of node group {self.index} was replaced; it stops"
+                self.failure = (-1, why)
                 self.on_failure()
                 return False
             self.exchange.rebase(sent, np.concatenate([r[0] for r in replies]))
