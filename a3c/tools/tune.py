@@ -279,6 +279,8 @@ def run_trial(study: Any, space: dict[str, Param], run: TrialSpec, study_dir: Pa
             f"{run_dir / OUTCOME_FILE} and told when a3c tune runs again on this study dir"
         ) from None
     shown = "" if outcome.value is None else f", value {outcome.value:.2f}"
+    if outcome.final_evaluation_missing:
+        shown += " (from an older evaluation: the final one did not finish)"
     reason = trial_summary(run_dir).get("exit_reason")
     click.echo(f"trial {trial.number}: {outcome.state.lower()}{shown} ({reason})")
     return Outcome(outcome.state, outcome.value, exit_code if late_signal is None else 128 + late_signal)
@@ -296,12 +298,14 @@ def trial_summary(run_dir: Path) -> dict[str, Any]:
 def trial_outcome(number: int, exit_code: int, run_dir: Path) -> TrialOutcome:
     """Trial ``number``'s outcome from its run's exit code and summary.json: PRUNED, COMPLETE with the
     final evaluation's mean return (or the one that reached the target), else FAIL (a failed or interrupted
-    run, or no evaluation within the budget)."""
+    run, or no evaluation within the budget). A COMPLETE value whose run's final evaluation did not finish
+    is an older evaluation's: the outcome says so."""
     summary = trial_summary(run_dir)
     value = summary.get("last_mean_return")
     solve_s = summary.get("time_to_solve_s")
     if exit_code == 0 and summary.get("exit_reason") == "pruned":
         return TrialOutcome(number, "PRUNED", None, solve_s)
     if exit_code == 0 and isinstance(value, int | float):
-        return TrialOutcome(number, "COMPLETE", float(value), solve_s)
+        older = summary.get("final_evaluation_missing") is True
+        return TrialOutcome(number, "COMPLETE", float(value), solve_s, older)
     return TrialOutcome(number, "FAIL", None, solve_s)

@@ -29,13 +29,15 @@ def best_trial(study: Any) -> Any | None:
 
 def trials_table(study: Any) -> str:
     """The study's trials, one line each: trial, state, value, seconds to the target, params; ``*`` marks
-    the best."""
+    the best, ``~`` after a value an older evaluation's (the trial's final one did not finish)."""
     best = best_trial(study)
     lines = [f"{'trial':>6}  {'state':<8}  {'value':>9}  {'solved_s':>8}  params"]
     for t in study.get_trials(deepcopy=False):
         value = "-" if t.value is None else f"{t.value:.2f}"
         solve_s = t.user_attrs.get("time_to_solve_s")
         solved = "-" if solve_s is None else f"{solve_s:.1f}"
+        if t.value is not None and t.user_attrs.get("final_evaluation_missing"):
+            value = f"{t.value:.2f}~"  # an older evaluation's: the final one did not finish
         params = " ".join(f"{k}={format_value(v)}" for k, v in t.params.items())
         mark = "*" if best is not None and t.number == best.number else " "
         lines.append(f"{t.number:>5}{mark}  {t.state.name:<8}  {value:>9}  {solved:>8}  {params}")

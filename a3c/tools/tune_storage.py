@@ -35,12 +35,14 @@ OUTCOME_FILE = "trial.json"
 
 class TrialOutcome(NamedTuple):
     """What a finished trial tells the study: the trial's number, its optuna state name, its value (None
-    unless COMPLETE) and its seconds to the target (None: not reached)."""
+    unless COMPLETE), its seconds to the target (None: not reached), and whether the value is an older
+    evaluation's because the run's final one did not finish (summary.json's ``final_evaluation_missing``)."""
 
     number: int
     state: str
     value: float | None
     time_to_solve_s: float | None
+    final_evaluation_missing: bool = False
 
 
 def open_storage(optuna: Any, url: str) -> Any:
@@ -68,8 +70,9 @@ def is_ours(trial: Any, study_dir: Path) -> bool:
 
 class Heartbeat:
     """A thread that records trial ``trial_id``'s heartbeat in ``storage`` every HEARTBEAT_S s while the
-    ``with`` block runs (the first at once). A storage that fails a heartbeat gets a warning line, once,
-    and is tried again at the next: one lost beat is within the grace."""
+    ``with`` block runs (the first at once), when the storage has heartbeats. A storage that fails a
+    heartbeat gets a warning line, once, and is tried again at the next: one lost beat is within the
+    grace."""
 
     def __init__(self, storage: Any, trial_id: int):
         self.storage, self.trial_id = storage, trial_id
@@ -92,13 +95,16 @@ class Heartbeat:
             self.beat()
 
     def __enter__(self) -> Heartbeat:
-        self.beat()
-        self.thread.start()
+        interval = getattr(self.storage, "get_heartbeat_interval", lambda: None)()
+        if interval is not None:  # else a storage without heartbeats (in memory, a study given in Python)
+            self.beat()
+            self.thread.start()
         return self
 
     def __exit__(self, *_exc: object) -> None:
         self.stop_event.set()
-        self.thread.join(timeout=HEARTBEAT_S)
+        if self.thread.is_alive():
+            self.thread.join(timeout=HEARTBEAT_S)
 
 
 def record_outcome(run_dir: Path, outcome: TrialOutcome) -> None:
@@ -128,9 +134,10 @@ def read_outcome(run_dir: Path, number: int) -> TrialOutcome | None:
 
 def tell(optuna: Any, study: Any, trial_id: int, outcome: TrialOutcome) -> None:
     """Tell the study ``outcome`` of trial ``trial_id`` (its time to the target a user attribute first:
-    what the best trial is ranked by)."""
+    what the best trial is ranked by, and whether its value is an older evaluation's)."""
     trial = optuna.trial.Trial(study, trial_id)
     trial.set_user_attr("time_to_solve_s", outcome.time_to_solve_s)
+    trial.set_user_attr("final_evaluation_missing", outcome.final_evaluation_missing)
     state = optuna.trial.TrialState[outcome.state]
     study.tell(outcome.number, outcome.value if state.name == "COMPLETE" else None, state=state)
 

@@ -321,6 +321,31 @@ def test_preset_values_read_back_as_toml(value):
     assert tomllib.loads(f"key = {toml_value(value)}")["key"] == value
 
 
+@pytest.mark.slow  # a 0.5-s serial trial
+def test_a_trial_whose_final_evaluation_did_not_finish_says_its_value_is_an_older_one(
+    tmp_path, monkeypatch, capsys
+):
+    """A budget stop's final evaluation cut (the local backend's grace, Ray's evaluator not stopping in
+    time): the run says so in a warning line and summary.json, and the trial's value is marked older."""
+    optuna = require_extra("optuna", "tune")
+    from a3c.backends.serial import SerialBackend
+    from tests.support.run_files import read_json
+
+    monkeypatch.setattr(SerialBackend, "final_evaluation", lambda self: [])  # as if cut at the stop
+    study = optuna.create_study(direction="maximize")
+    run = TrialSpec("CartPole-v1", trial_seconds=0.5, seed=0, serial=True)  # the preset evaluates at 0.1 s
+    outcome = run_trial(study, {"lr": Param("lr", 1e-3, 1e-3)}, run, tmp_path)
+    summary = read_json(tmp_path / "trial-000" / "summary.json")
+    assert summary["exit_reason"] == "max_seconds" and summary["final_evaluation_missing"] is True
+    out, err = capsys.readouterr()
+    assert "warning: the final evaluation did not finish before the run stopped" in err
+    (trial,) = study.trials
+    assert trial.user_attrs["final_evaluation_missing"] is True
+    if outcome.state == "COMPLETE":  # an earlier evaluation arrived within the 0.5 s: its value, marked
+        assert "(from an older evaluation: the final one did not finish)" in out
+        assert trials_table(study).splitlines()[1].split()[2].endswith("~")
+
+
 def test_storage_supplied_strings_cannot_break_the_preset(tmp_path):
     """The best trial's parameter names and values and its run dir come from the storage: however hostile,
     the preset reads back as exactly the env's preset and those values, and its comments stay comments."""
