@@ -96,7 +96,8 @@ class NodeGroup:
         self.started = True
 
     def _shard_failed(self) -> None:
-        """The syncer's ``on_failure``: the node's workers stop; ``drain`` reports the shard."""
+        """The syncer's ``on_failure`` (this incarnation refused, or the syncer's own error): the node's
+        workers stop; ``drain`` reports it."""
         self.shared.stop.stop(StopReason.FAILED)
 
     # -- the driver's calls -------------------------------------------------------------------------------
@@ -118,13 +119,10 @@ class NodeGroup:
         records, self.records[:] = list(self.records), []
         exchanges, lags, round_trips = self.syncer.take()
         failure = self.supervisor.failure
-        if self.syncer.failure is not None:
-            shard, why = self.syncer.failure
-            if shard < 0:  # the syncer itself
-                failure = ErrorRecord(f"node {self.index}", f"node group {self.index}: {why}")
-            else:
-                why = f"{why}, seen by node {self.index}'s exchange"
-                failure = ErrorRecord(f"parameter shard {shard}", why)
+        if self.syncer.failure is not None:  # the syncer itself, or this incarnation refused
+            failure = ErrorRecord(f"node {self.index}", f"node group {self.index}: {self.syncer.failure[1]}")
+        with self.syncer.lock:
+            down = {k: (why, self.syncer.epochs[k]) for k, why in self.syncer.down.items()}
         return {
             "incarnation": self.incarnation,
             "started": True,
@@ -136,7 +134,22 @@ class NodeGroup:
             "round_trips": round_trips,
             "failure": failure,
             "restarts": self.supervisor.restarts,
+            "shards_down": down,  # shard: (why, the successor it was about): the driver rebuilds it
         }
+
+    def global_slice(self, start: int, end: int) -> np.ndarray | None:
+        """The global weights [start:end] as of this node's last exchange with their shard (what a rebuilt
+        shard starts from); None before ``start``."""
+        if not self.started:
+            return None
+        with self.syncer.lock:
+            return self.syncer.exchange.base[start:end].copy()
+
+    def adopt_shard(self, shard: int, handle: Any, epoch: int) -> None:
+        """The driver rebuilt ``shard`` as ``handle`` (its ``epoch``-th successor): exchange with it."""
+        self.shards[shard] = handle  # what a start not yet made reads
+        if self.started:
+            self.syncer.adopt(shard, handle, epoch)
 
     def optimizer_state(self) -> dict[str, np.ndarray] | None:
         """Copies of the node's optimizer state tensors (the moments a checkpoint keeps); None before
