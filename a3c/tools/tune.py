@@ -14,6 +14,7 @@ import math
 import signal
 import sys
 import warnings
+import zlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -39,6 +40,7 @@ from a3c.tools.tune_storage import (
 REPORTS = 20  # evaluations reported per trial, one per twentieth of the budget: trials compare at equal time
 STARTUP_TRIALS, WARMUP_REPORTS = 5, 5  # no pruning before 5 finished trials, nor in a trial's first quarter
 FAILURES_IN_A_ROW = 3  # then the search itself is broken (a bad range, a broken env): stop and say so
+OPEN_ATTEMPTS = 3  # opening the storage, when another process is creating its tables at the same moment
 
 
 class Outcome(NamedTuple):
@@ -166,17 +168,24 @@ def open_study(optuna: Any, run: TrialSpec, storage: str, study_dir: Path) -> An
     study_dir.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=STARTUP_TRIALS, n_warmup_steps=WARMUP_REPORTS)
-    try:
-        study = optuna.create_study(
-            study_name=STUDY_NAME,
-            storage=open_storage(optuna, storage),
-            direction="maximize",
-            pruner=pruner,
-            load_if_exists=True,
-        )
-    except Exception as exc:  # a bad URL, a missing driver, a file that is not a database
-        why = f"{storage!r} cannot be opened ({type(exc).__name__}: {exc})"
-        raise BadInput(f"--storage: {mask_secrets(why)}") from None
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            study = optuna.create_study(
+                study_name=STUDY_NAME,
+                storage=open_storage(optuna, storage),
+                direction="maximize",
+                pruner=pruner,
+                load_if_exists=True,
+            )
+            break
+        except Exception as exc:  # a bad URL, a missing driver, a file that is not a database
+            # Two a3c tune creating one new database at once: one of them loses the race for its tables
+            # (an IntegrityError), which the other has made by then: opening it again finds them.
+            if attempt + 1 < OPEN_ATTEMPTS and type(exc).__name__ == "IntegrityError":
+                continue
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            why = f"{storage!r} cannot be opened ({type(exc).__name__}: {first_line})"
+            raise BadInput(f"--storage: {mask_secrets(why)}") from None
     recorded = study.user_attrs.get("env_id")
     if recorded is None:
         study.set_user_attr("env_id", run.env_id)
@@ -184,8 +193,11 @@ def open_study(optuna: Any, run: TrialSpec, storage: str, study_dir: Path) -> An
         where = mask_secrets(storage)
         raise BadInput(f"--env: {run.env_id!r} does not match the study's env {recorded!r} in {where}")
     settle_left_trials(optuna, study, study_dir)
-    # A resumed study draws new points: the same seed would replay the first trials' (random) samples.
-    study.sampler = optuna.samplers.TPESampler(seed=run.seed + len(study.trials))
+    # A resumed study draws new points: the same seed would replay the first trials' (random) samples. On a
+    # storage other processes may share, each study dir draws its own (two started at once would not).
+    shared = storage != f"sqlite:///{study_dir / 'study.db'}"
+    mine = zlib.crc32(str(study_dir.resolve()).encode()) % 2**16 if shared else 0
+    study.sampler = optuna.samplers.TPESampler(seed=run.seed + len(study.trials) + mine)
     return study
 
 
