@@ -38,7 +38,7 @@ def trials_table(study: Any) -> str:
         solved = "-" if solve_s is None else f"{solve_s:.1f}"
         if t.value is not None and t.user_attrs.get("final_evaluation_missing"):
             value = f"{t.value:.2f}~"  # an older evaluation's: the final one did not finish
-        params = " ".join(f"{k}={format_value(v)}" for k, v in t.params.items())
+        params = printable(" ".join(f"{k}={format_value(v)}" for k, v in t.params.items()))
         mark = "*" if best is not None and t.number == best.number else " "
         lines.append(f"{t.number:>5}{mark}  {t.state.name:<8}  {value:>9}  {solved:>8}  {params}")
     return "\n".join(lines)
@@ -77,11 +77,17 @@ def toml_key(key: str) -> str:
     return key if _BARE_KEY.fullmatch(key) else toml_string(key)
 
 
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable (a line break, a terminal's escape, a lone
+    surrogate) written as Python escapes it: what a storage supplies is shown, never obeyed."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def toml_comment(text: str) -> str:
     """``text`` as one TOML comment line: a line break or another control character in it (a path, a run
-    dir named by the storage) is written as Python escapes it, so it can neither end the comment nor make
-    it invalid."""
-    return "# " + "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
+    dir named by the storage) is escaped (``printable``), so it can neither end the comment nor make it
+    invalid."""
+    return "# " + printable(text)
 
 
 def toml_value(value: Any) -> str:

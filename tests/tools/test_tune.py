@@ -245,7 +245,7 @@ def test_a_trial_this_study_dir_left_running_is_settled_when_the_study_reopens(t
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     run = TrialSpec("CartPole-v1", trial_seconds=1.0, seed=0, serial=True)
     study = open_study(optuna, run, storage, tmp_path)
-    study.tell(study.ask(), 1.0)
+    study.tell(left_running(study, tmp_path).number, 1.0)
     left_running(study, tmp_path)  # then the process is killed: the trial stays RUNNING
     left_running(study, tmp_path, outcome=("COMPLETE", 42.5))  # killed at the tell: its value recorded
     reopened = open_study(optuna, run, storage, tmp_path)  # at once: no grace for this study dir's own
@@ -311,7 +311,7 @@ def test_a_finished_trials_value_survives_a_storage_that_fails_at_the_tell(tmp_p
 VALUES = [True, False, 3, 1e-05, 0.1, 475.0, "adam", [64, 64], 'say "hi"', {"continuous": True, "g": -9.5}]
 # What a storage another process writes to may hold: every character TOML must escape, quotes of all
 # kinds, a line that would start a table, a comment sign, a lone backslash before a u, non-ASCII.
-HOSTILE = 'a"b\\c\\u0041\n[evil]\nx = 1\r\x00\x01\x08\x0c\x1f\x7f\t\'\'\' """ # \u2028 \U0001f600 é'
+HOSTILE = '\x1b[2Ja"b\\c\\u0041\n[evil]\nx = 1\r\x00\x01\x08\x0c\x1f\x7f\t\'\'\' """ # \u2028 \U0001f600 é'
 
 
 @pytest.mark.parametrize(
@@ -361,6 +361,9 @@ def test_storage_supplied_strings_cannot_break_the_preset(tmp_path):
     run = TrialSpec("CartPole-v1", trial_seconds=5.0, seed=0, serial=True)
     path = write_best_preset(study, run, f"sqlite:///{tmp_path}/a\nevil = 1/s.db?password=pw", tmp_path)
     assert tomllib.loads(path.read_text()) == {**load_preset("CartPole-v1"), HOSTILE: HOSTILE}
+    assert len(trials_table(study).splitlines()) == 2 and "\x1b" not in trials_table(
+        study
+    )  # shown, not obeyed
     assert "?password=***" in path.read_text() and "pw" not in path.read_text().replace("password", "")
 
 
