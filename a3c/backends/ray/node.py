@@ -121,8 +121,8 @@ class NodeGroup:
         failure = self.supervisor.failure
         if self.syncer.failure is not None:  # the syncer itself, or this incarnation refused
             failure = ErrorRecord(f"node {self.index}", f"node group {self.index}: {self.syncer.failure[1]}")
-        with self.syncer.lock:
-            down = {k: (why, self.syncer.epochs[k]) for k, why in self.syncer.down.items()}
+        # Not under the syncer's lock: an exchange waiting on a hung shard holds it for --hang-timeout.
+        down = {k: (why, self.syncer.epochs[k]) for k, why in list(self.syncer.down.items())}
         return {
             "incarnation": self.incarnation,
             "started": True,
@@ -142,8 +142,9 @@ class NodeGroup:
         shard starts from); None before ``start``."""
         if not self.started:
             return None
-        with self.syncer.lock:
-            return self.syncer.exchange.base[start:end].copy()
+        # Not under the syncer's lock (an exchange may wait on a hung shard): a failed shard's slice of the
+        # base does not change until its successor is adopted.
+        return self.syncer.exchange.base[start:end].copy()
 
     def adopt_shard(self, shard: int, handle: Any, epoch: int) -> None:
         """The driver rebuilt ``shard`` as ``handle`` (its ``epoch``-th successor): exchange with it."""
