@@ -13,6 +13,8 @@ import json
 import math
 import signal
 import sys
+import warnings
+import zlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -23,10 +25,22 @@ from a3c.core.extras import install_hint
 from a3c.core.secrets import mask_secrets
 from a3c.tools.tune_report import STUDY_NAME, best_trial, trials_table, write_best_preset
 from a3c.tools.tune_space import Param, TrialSpec, parse_space
+from a3c.tools.tune_storage import (
+    GRACE_S,
+    OUTCOME_FILE,
+    Heartbeat,
+    TrialOutcome,
+    open_storage,
+    owner,
+    record_outcome,
+    settle_left_trials,
+    tell,
+)
 
 REPORTS = 20  # evaluations reported per trial, one per twentieth of the budget: trials compare at equal time
 STARTUP_TRIALS, WARMUP_REPORTS = 5, 5  # no pruning before 5 finished trials, nor in a trial's first quarter
 FAILURES_IN_A_ROW = 3  # then the search itself is broken (a bad range, a broken env): stop and say so
+OPEN_ATTEMPTS = 3  # opening the storage, when another process is creating its tables at the same moment
 
 
 class Outcome(NamedTuple):
@@ -106,7 +120,11 @@ def tune(
         trial_setup(run, {p.name: bound(bounds(p)) for p in space.values()}, study_dir / "trial-check")
     lock_study(study_dir)
     study = open_study(optuna, run, storage, study_dir)
-    code = run_study(study, space, run, study_dir, trials)
+    try:
+        code = run_study(study, space, run, study_dir, trials)
+    except TellFailed as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
     click.echo(trials_table(study))
     path = write_best_preset(study, run, storage, study_dir)
     if path is not None:
@@ -144,29 +162,42 @@ def trial_setup(run: TrialSpec, params: dict[str, Any], run_dir: Path) -> Any:
 
 
 def open_study(optuna: Any, run: TrialSpec, storage: str, study_dir: Path) -> Any:
-    """Create or load the study; trials left running by a killed ``a3c tune`` are marked failed."""
+    """Create or load the study (heartbeats on); the running trials nobody runs any more are settled
+    (``tune_storage.settle_left_trials``: this study dir's told their recorded outcome or failed, other
+    processes' failed once their heartbeat is stale)."""
     study_dir.mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=STARTUP_TRIALS, n_warmup_steps=WARMUP_REPORTS)
-    try:
-        study = optuna.create_study(
-            study_name=STUDY_NAME, storage=storage, direction="maximize", pruner=pruner, load_if_exists=True
-        )
-    except Exception as exc:  # a bad URL, a missing driver, a file that is not a database
-        why = f"{storage!r} cannot be opened ({type(exc).__name__}: {exc})"
-        raise BadInput(f"--storage: {mask_secrets(why)}") from None
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            study = optuna.create_study(
+                study_name=STUDY_NAME,
+                storage=open_storage(optuna, storage),
+                direction="maximize",
+                pruner=pruner,
+                load_if_exists=True,
+            )
+            break
+        except Exception as exc:  # a bad URL, a missing driver, a file that is not a database
+            # Two a3c tune creating one new database at once: one of them loses the race for its tables
+            # (an IntegrityError), which the other has made by then: opening it again finds them.
+            if attempt + 1 < OPEN_ATTEMPTS and type(exc).__name__ == "IntegrityError":
+                continue
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            why = f"{storage!r} cannot be opened ({type(exc).__name__}: {first_line})"
+            raise BadInput(f"--storage: {mask_secrets(why)}") from None
     recorded = study.user_attrs.get("env_id")
     if recorded is None:
         study.set_user_attr("env_id", run.env_id)
     elif recorded != run.env_id:
         where = mask_secrets(storage)
         raise BadInput(f"--env: {run.env_id!r} does not match the study's env {recorded!r} in {where}")
-    # One a3c tune per study at a time: a trial still RUNNING now was left by a killed one.
-    for stale in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        study.tell(stale.number, state=optuna.trial.TrialState.FAIL)
-        click.echo(f"trial {stale.number}: was left running by an interrupted a3c tune; marked failed")
-    # A resumed study draws new points: the same seed would replay the first trials' (random) samples.
-    study.sampler = optuna.samplers.TPESampler(seed=run.seed + len(study.trials))
+    settle_left_trials(optuna, study, study_dir)
+    # A resumed study draws new points: the same seed would replay the first trials' (random) samples. On a
+    # storage other processes may share, each study dir draws its own (two started at once would not).
+    shared = storage != f"sqlite:///{study_dir / 'study.db'}"
+    mine = zlib.crc32(str(study_dir.resolve()).encode()) % 2**16 if shared else 0
+    study.sampler = optuna.samplers.TPESampler(seed=run.seed + len(study.trials) + mine)
     return study
 
 
@@ -203,41 +234,90 @@ def run_study(study: Any, space: dict[str, Param], run: TrialSpec, study_dir: Pa
             signal.signal(s, handler)
 
 
+class TellFailed(Exception):
+    """The storage did not take a finished trial's outcome; it is kept in the trial's run dir."""
+
+
 def run_trial(study: Any, space: dict[str, Param], run: TrialSpec, study_dir: Path) -> Outcome:
-    """Ask for a trial, train it (the on_eval Reporter prunes it), tell its state and value."""
+    """Ask for a trial (owned by this study dir, its heartbeat recorded while it runs), train it (the on_eval
+    Reporter prunes it), record its outcome in its run dir, then tell the study (TellFailed if the storage
+    does not take it)."""
+    import optuna
     from optuna.trial import TrialState
 
     from a3c.training.train import Trainer
 
-    trial = study.ask()
+    with warnings.catch_warnings():  # Optuna's note that its heartbeats are meant for study.optimize
+        warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+        trial = study.ask()
+    run_dir = study_dir / f"trial-{trial.number:03d}"
     try:
-        params = {name: param.suggest(trial) for name, param in space.items()}
-        run_dir = study_dir / f"trial-{trial.number:03d}"
-        trial.set_user_attr("run_dir", str(run_dir))
-        setup = trial_setup(run, params, run_dir)
-        reporter = Reporter(trial, run.trial_seconds)
-        trainer = Trainer(
-            setup.config, setup.info, run_dir, serial=run.serial, show_progress=False, callbacks=[reporter]
-        )
-        exit_code = trainer.run()
-        # A signal the run took after it had chosen its exit code still stops the study (run_study).
-        late_signal = trainer.signal_received if exit_code < 128 else None
+        with Heartbeat(study._storage, trial._trial_id):  # Optuna's own names: no public ones exist
+            trial.set_user_attr("owner", owner(study_dir))
+            trial.set_user_attr("run_dir", str(run_dir))
+            params = {name: param.suggest(trial) for name, param in space.items()}
+            setup = trial_setup(run, params, run_dir)
+            reporter = Reporter(trial, run.trial_seconds)
+            trainer = Trainer(
+                setup.config,
+                setup.info,
+                run_dir,
+                serial=run.serial,
+                show_progress=False,
+                callbacks=[reporter],
+            )
+            exit_code = trainer.run()
+            # A signal the run took after it had chosen its exit code still stops the study (run_study).
+            late_signal = trainer.signal_received if exit_code < 128 else None
+            outcome = trial_outcome(trial.number, exit_code, run_dir)
+            if run_dir.is_dir():
+                record_outcome(run_dir, outcome)  # before the tell: a crash there cannot lose it
     except BaseException:  # bad input, or Ctrl-C outside the run's own handler: the trial did not finish
         study.tell(trial, state=TrialState.FAIL)
         raise
     try:
+        tell(optuna, study, trial._trial_id, outcome)
+    except optuna.exceptions.UpdateFinishedTrialError:  # failed as stale by another a3c tune meanwhile
+        click.echo(
+            f"warning: trial {trial.number} was marked failed by another a3c tune (no heartbeat for over "
+            f"{GRACE_S} s: was this process suspended?); its outcome is in {run_dir / OUTCOME_FILE}",
+            err=True,
+        )
+        return Outcome("FAIL", None, exit_code if late_signal is None else 128 + late_signal)
+    except Exception as exc:  # a lost connection, a locked or full database
+        why = mask_secrets(f"{type(exc).__name__}: {exc}")[-500:]
+        raise TellFailed(
+            f"trial {trial.number}: the storage did not take its outcome ({why}); it is kept in "
+            f"{run_dir / OUTCOME_FILE} and told when a3c tune runs again on this study dir"
+        ) from None
+    shown = "" if outcome.value is None else f", value {outcome.value:.2f}"
+    if outcome.final_evaluation_missing:
+        shown += " (from an older evaluation: the final one did not finish)"
+    reason = trial_summary(run_dir).get("exit_reason")
+    click.echo(f"trial {trial.number}: {outcome.state.lower()}{shown} ({reason})")
+    return Outcome(outcome.state, outcome.value, exit_code if late_signal is None else 128 + late_signal)
+
+
+def trial_summary(run_dir: Path) -> dict[str, Any]:
+    """The trial's summary.json; empty when the run could not write it (a full disk)."""
+    try:
         summary = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):  # the run could not write it (a full disk): no value
-        summary = {}
-    value = summary.get("last_mean_return")  # the final evaluation (or the one that reached the target)
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def trial_outcome(number: int, exit_code: int, run_dir: Path) -> TrialOutcome:
+    """Trial ``number``'s outcome from its run's exit code and summary.json: PRUNED, COMPLETE with the
+    final evaluation's mean return (or the one that reached the target), else FAIL (a failed or interrupted
+    run, or no evaluation within the budget). A COMPLETE value whose run's final evaluation did not finish
+    is an older evaluation's: the outcome says so."""
+    summary = trial_summary(run_dir)
+    value = summary.get("last_mean_return")
+    solve_s = summary.get("time_to_solve_s")
     if exit_code == 0 and summary.get("exit_reason") == "pruned":
-        state, value = TrialState.PRUNED, None
-    elif exit_code == 0 and value is not None:
-        state = TrialState.COMPLETE
-    else:  # a failed or interrupted run, or no evaluation within the budget
-        state, value = TrialState.FAIL, None
-    trial.set_user_attr("time_to_solve_s", summary.get("time_to_solve_s"))  # what best_trial ranks first
-    study.tell(trial, value, state=state)
-    shown = "" if value is None else f", value {value:.2f}"
-    click.echo(f"trial {trial.number}: {state.name.lower()}{shown} ({summary.get('exit_reason')})")
-    return Outcome(state.name, value, exit_code if late_signal is None else 128 + late_signal)
+        return TrialOutcome(number, "PRUNED", None, solve_s)
+    if exit_code == 0 and isinstance(value, int | float):
+        older = summary.get("final_evaluation_missing") is True
+        return TrialOutcome(number, "COMPLETE", float(value), solve_s, older)
+    return TrialOutcome(number, "FAIL", None, solve_s)

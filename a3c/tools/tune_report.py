@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+import math
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -28,14 +29,16 @@ def best_trial(study: Any) -> Any | None:
 
 def trials_table(study: Any) -> str:
     """The study's trials, one line each: trial, state, value, seconds to the target, params; ``*`` marks
-    the best."""
+    the best, ``~`` after a value an older evaluation's (the trial's final one did not finish)."""
     best = best_trial(study)
     lines = [f"{'trial':>6}  {'state':<8}  {'value':>9}  {'solved_s':>8}  params"]
     for t in study.get_trials(deepcopy=False):
         value = "-" if t.value is None else f"{t.value:.2f}"
         solve_s = t.user_attrs.get("time_to_solve_s")
         solved = "-" if solve_s is None else f"{solve_s:.1f}"
-        params = " ".join(f"{k}={format_value(v)}" for k, v in t.params.items())
+        if t.value is not None and t.user_attrs.get("final_evaluation_missing"):
+            value = f"{t.value:.2f}~"  # an older evaluation's: the final one did not finish
+        params = printable(" ".join(f"{k}={format_value(v)}" for k, v in t.params.items()))
         mark = "*" if best is not None and t.number == best.number else " "
         lines.append(f"{t.number:>5}{mark}  {t.state.name:<8}  {value:>9}  {solved:>8}  {params}")
     return "\n".join(lines)
@@ -46,18 +49,64 @@ def format_value(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+# TOML basic strings (toml.io, v1.0.0): a quotation mark, a backslash and the control characters other than
+# tab (U+0000-U+001F, U+007F) must be escaped; the short forms where TOML has them, else \uXXXX.
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string, quotes included: any string reads back as itself (a lone surrogate,
+    which no TOML file can hold, is ValueError)."""
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[char])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04X}")
+        elif 0xD800 <= code <= 0xDFFF:
+            raise ValueError(f"{text!r}: a lone surrogate cannot be written to TOML")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def toml_key(key: str) -> str:
+    """``key`` as a TOML key: bare when it may be (letters, digits, ``_``, ``-``), else quoted."""
+    return key if _BARE_KEY.fullmatch(key) else toml_string(key)
+
+
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable (a line break, a terminal's escape, a lone
+    surrogate) written as Python escapes it: what a storage supplies is shown, never obeyed."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def toml_comment(text: str) -> str:
+    """``text`` as one TOML comment line: a line break or another control character in it (a path, a run
+    dir named by the storage) is escaped (``printable``), so it can neither end the comment nor make it
+    invalid."""
+    return "# " + printable(text)
+
+
 def toml_value(value: Any) -> str:
-    """A preset value as TOML: a bool, an int, a float (exact repr), a string, a list of them, or a table of
-    them (``env_kwargs``: an inline table)."""
+    """A preset value as TOML: a bool, an int, a float (exact repr; nan and inf as TOML spells them), a
+    string, a list of them, or a table of them (``env_kwargs``: an inline table); TypeError for anything
+    else."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{toml_key(str(k))} = {toml_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string: the same quotes and escapes
-    return repr(value)
+        return toml_string(value)
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ("nan" if math.isnan(value) else f"{value:+}")
+    raise TypeError(f"{value!r} ({type(value).__name__}) has no TOML form")
 
 
 def write_best_preset(study: Any, run: TrialSpec, storage: str, study_dir: Path) -> Path | None:
@@ -76,17 +125,19 @@ def write_best_preset(study: Any, run: TrialSpec, storage: str, study_dir: Path)
     solve_s = best.user_attrs.get("time_to_solve_s")
     solved = "did not reach the target" if solve_s is None else f"reached the target in {solve_s:.1f} s"
     header = [
-        f"# {run.env_id} preset written by `a3c tune` on {time.strftime('%Y-%m-%d %H:%M')}:",
-        f"# the best trial of study {STUDY_NAME!r} in {mask_secrets(storage)}",
-        f"# (of {complete} complete trials: the soonest to the target, else the highest value).",
-        f"# Trial {best.number} ({best.user_attrs.get('run_dir', '?')}) {solved}; value {best.value:.2f},",
-        f"# its final greedy evaluation's mean return within {run.trial_seconds:g} s (seed {run.seed}).",
-        f"# Tuned: {', '.join(best.params)}.",
-        "# The other keys are the env's preset.",
-        f"# To use it: a3c train --env {run.env_id} --config {study_dir / 'best-preset.toml'}",
-        f"# (or copy it to envs/presets/{preset_path(v5_id(run.env_id)).name}: the env's preset).",
+        f"{run.env_id} preset written by `a3c tune` on {time.strftime('%Y-%m-%d %H:%M')}:",
+        f"the best trial of study {STUDY_NAME!r} in {mask_secrets(storage)}",
+        f"(of {complete} complete trials: the soonest to the target, else the highest value).",
+        f"Trial {best.number} ({best.user_attrs.get('run_dir', '?')}) {solved}; value {best.value:.2f},",
+        f"its final greedy evaluation's mean return within {run.trial_seconds:g} s (seed {run.seed}).",
+        f"Tuned: {', '.join(best.params)}.",
+        "The other keys are the env's preset.",
+        f"To use it: a3c train --env {run.env_id} --config {study_dir / 'best-preset.toml'}",
+        f"(or copy it to envs/presets/{preset_path(v5_id(run.env_id)).name}: the env's preset).",
     ]
-    text = "\n".join([*header, *(f"{k} = {toml_value(v)}" for k, v in values.items())]) + "\n"
+    # The storage supplies the run dir, the parameters' names and values: all escaped, never raw TOML.
+    lines = [*map(toml_comment, header), *(f"{toml_key(k)} = {toml_value(v)}" for k, v in values.items())]
+    text = "\n".join(lines) + "\n"
     path = study_dir / "best-preset.toml"
     atomic_write(path, lambda f: f.write(text.encode()))
     return path

@@ -51,6 +51,7 @@ class RunMonitor:
         self.progress = Progress(config.max_steps, enabled=show_progress)
         self.health = LearningHealth(None)  # the trainer gives it the policy's maximum entropy
         self.warnings: list[HealthWarning] = []
+        self.final_evaluation_missing = False
 
     def resumed(self, checkpoint: dict[str, Any], episodes_kept: int) -> None:
         """Continue from a resumed checkpoint: its episode count (episodes.csv's rows kept), best, solve."""
@@ -159,6 +160,8 @@ class RunMonitor:
             "total_updates": self.counters.total_updates,
             "episodes": self.episodes,
             "last_mean_return": None if self.last_eval is None else self.last_eval.mean_return,
+            # A budget stop whose final evaluation did not arrive: last_mean_return is an older one's.
+            "final_evaluation_missing": self.final_evaluation_missing,
             "evaluator_cpu_s": None if cpu_s is None else round(cpu_s, 3),
             "evaluator_cpu_fraction": None if cpu_s is None else round(cpu_s / wall_s, 4),
             "restarts": restarts,

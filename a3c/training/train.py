@@ -149,6 +149,7 @@ class Trainer:
 
     def _loop(self) -> None:
         interrupted = lambda: self.signal_received is not None  # noqa: E731
+        budget_end, before_final = False, None
         self.backend = backend = start_backend(
             self.shared, self.serial, self.resume_index, self.monitor.best_or_nothing, interrupted
         )
@@ -158,6 +159,7 @@ class Trainer:
                 self._check_budget_and_signals()
                 show(self.monitor.refresh)
             budget_end = self.stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS)
+            before_final = self.monitor.last_eval  # a budget stop's final evaluation comes after it
             if budget_end and not self.monitor.errors and self.signal_received is None:
                 self._take(backend.final_evaluation())
         except BackendFailed as exc:  # e.g. the Ray server hung under a checkpoint's sync or the finite check
@@ -168,9 +170,28 @@ class Trainer:
             try:
                 # A Ray backend's last sync leaves the final state in the trainer's model and counters.
                 self._take(backend.stop(interrupted))
+                if budget_end and not self.monitor.errors and self.signal_received is None:
+                    self._check_final_evaluation(before_final)
             finally:
                 self.restarts = backend.restarts
                 self.backend = None
+
+    def _check_final_evaluation(self, before_final: Any) -> None:
+        """After a budget stop: a final evaluation that did not arrive (cut by the stop's grace, or skipped)
+        leaves last_mean_return an older evaluation's. Said in a warning line and summary.json's
+        ``final_evaluation_missing`` (a tuner scoring the run by it needs to know)."""
+        if self.monitor.last_eval is not before_final:
+            return
+        self.monitor.final_evaluation_missing = True
+        older = (
+            "no evaluation" if before_final is None else f"the evaluation at {before_final.wall_time:.1f} s"
+        )
+        print(
+            "warning: the final evaluation did not finish before the run stopped; "
+            f"last_mean_return is {older}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _take(self, records: list[Any]) -> None:
         for record in records:

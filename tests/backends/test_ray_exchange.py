@@ -92,3 +92,87 @@ def test_the_global_lag_counts_the_other_nodes_exchanges_since_a_nodes_last():
     assert s.exchange(0, delta)[1] == 0
     assert s.exchange(1, delta)[1] == 2
     assert s.exchanges.tolist() == [3, 3, 1]
+
+
+def test_a_replaced_groups_exchanges_are_refused_and_its_syncer_stops_its_workers(monkeypatch):
+    """Group 0's incarnation 0 was replaced by incarnation 1 but is still alive (the kill did not reach
+    it): from the driver's ``retire`` on, the shard adds nothing it sends, and its syncer stops its
+    workers; the new incarnation exchanges as usual."""
+    import a3c.backends.ray.syncer as syncer_module
+    from a3c.backends.ray.syncer import Syncer
+
+    s = shard(0, np.zeros(2, np.float32), 1, 1.0)
+    stand_in = type("Shard", (), {"exchange": type("Call", (), {"remote": staticmethod(s.exchange)})})
+    monkeypatch.setattr(syncer_module, "collect_each", lambda replies, _timeout: replies)  # no Ray
+    stopped = []
+    old_flat, new_flat = torch.zeros(2), torch.zeros(2)
+    old = Syncer(0, old_flat, [stand_in], [(0, 2)], 1.0, 1.0, on_failure=lambda: stopped.append(1))
+    old_flat += 1.0
+    assert old.exchange_once() and np.array_equal(s.read(), [1.0, 1.0])
+    s.retire(0, 1)  # the driver replaced group 0
+    new = Syncer(0, new_flat, [stand_in], [(0, 2)], 1.0, 1.0)
+    new.generation = 1  # as its NodeGroup sets it
+    old_flat += 5.0
+    assert not old.exchange_once() and np.array_equal(s.read(), [1.0, 1.0])  # nothing of it added
+    assert stopped == [1] and old.failure == (-1, "incarnation 0 of node group 0 was replaced; it stops")
+    assert s.exchange(0, np.ones(2, np.float32), generation=0) is None  # however it asks
+    new_flat += 2.0
+    assert new.exchange_once() and np.array_equal(s.read(), [3.0, 3.0]) and s.exchanges.tolist() == [2]
+
+
+class StandIn:
+    """A shard actor's stand-in for a syncer: calls run at once on ``shard`` (a plain ParamShard), or,
+    once ``dead``, answer as a dead actor does."""
+
+    def __init__(self, plain):
+        self.plain, self.dead = plain, False
+        self.exchange = type("Call", (), {"remote": self._exchange})()
+
+    def _exchange(self, *args):
+        from a3c.backends.ray.shard import ShardFailed
+
+        return ShardFailed(0, "died (ActorDiedError)") if self.dead else self.plain.exchange(*args)
+
+
+def test_a_dead_shards_slice_keeps_its_change_for_the_rebuilt_one_and_the_other_slices_sync_on(monkeypatch):
+    """Two shards; shard 1 dies: the node's workers train on, shard 0 keeps exchanging (no change of its
+    slice is sent twice), and shard 1's slice keeps its change since its last exchange, which reaches the
+    shard the driver rebuilt from that last exchange's slice, once adopted."""
+    import a3c.backends.ray.syncer as syncer_module
+    from a3c.backends.ray.shard import ShardFailed
+    from a3c.backends.ray.syncer import Syncer
+
+    def collect(replies, _timeout):  # Ray's answers as shard.collect sees them: the first failure raised
+        failed = [r for r in replies if isinstance(r, ShardFailed)]
+        if failed:
+            raise failed[0]
+        return replies
+
+    monkeypatch.setattr(syncer_module, "collect_each", lambda replies, _timeout: replies, raising=False)
+    monkeypatch.setattr(syncer_module, "collect", collect, raising=False)  # no Ray
+    bounds = [(0, 2), (2, 4)]
+    shards = [StandIn(shard(k, np.zeros(2, np.float32), 1, 1.0)) for k in range(2)]
+    flat = torch.zeros(4)
+    stopped = []
+    syncer = Syncer(0, flat, shards, bounds, 1.0, 1.0, on_failure=lambda: stopped.append(1))
+    flat += 1.0
+    assert syncer.exchange_once()
+    shards[1].dead = True
+    flat += 2.0
+    exchanged = syncer.exchange_once()
+    assert not stopped, "a dead shard stopped the node's workers"
+    assert exchanged and syncer.down == {1: "died (ActorDiedError)"}
+    flat += 4.0
+    assert syncer.exchange_once()  # shard 1 left out
+    assert np.array_equal(shards[0].plain.read(), [7.0, 7.0])  # each change of slice 0 once
+    assert np.array_equal(syncer.exchange.base[2:], [1.0, 1.0])  # slice 1 as its shard last answered
+    rebuilt = StandIn(shard(1, syncer.exchange.base[2:].copy(), 1, 1.0))  # what the driver builds from it
+    syncer.adopt(1, rebuilt, epoch=1)
+    flat += 8.0
+    assert syncer.exchange_once() and syncer.down == {}
+    assert np.array_equal(rebuilt.plain.read(), [15.0, 15.0]) and np.array_equal(
+        shards[0].plain.read(), [15.0, 15.0]
+    )
+    assert torch.equal(flat, torch.full((4,), 15.0)) and not stopped  # nothing the workers learned is lost
+    syncer.adopt(1, shards[1], epoch=1)  # an adopt sent again for the same successor changes nothing
+    assert syncer.shards[1] is rebuilt

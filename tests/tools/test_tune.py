@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 import tomllib
+import warnings
 
 import pytest
 
@@ -219,27 +221,150 @@ def test_a_pruned_trial_is_told_pruned(tmp_path):
 # -- the study on resume, the preset -------------------------------------------------------------------------
 
 
+def left_running(study, study_dir, outcome=None):
+    """A trial as an a3c tune of ``study_dir`` leaves it when killed: RUNNING, its heartbeat and owner
+    recorded; ``outcome`` (state, value): what its run dir's trial.json recorded before the kill."""
+    from a3c.tools.tune_storage import TrialOutcome, owner, record_outcome
+
+    with warnings.catch_warnings():  # Optuna's note that heartbeats are meant for study.optimize
+        warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+        trial = study.ask()
+    study._storage.record_heartbeat(trial._trial_id)
+    run_dir = study_dir / f"trial-{trial.number:03d}"
+    trial.set_user_attr("owner", owner(study_dir))
+    trial.set_user_attr("run_dir", str(run_dir))
+    if outcome is not None:
+        run_dir.mkdir(parents=True)
+        record_outcome(run_dir, TrialOutcome(trial.number, *outcome, time_to_solve_s=2.5))
+    return trial
+
+
 @pytest.mark.slow  # about 2 CPU-s (optuna and its study storage): out of the edit-run loop
-def test_a_trial_left_running_is_marked_failed_when_the_study_reopens(tmp_path, capsys):
+def test_a_trial_this_study_dir_left_running_is_settled_when_the_study_reopens(tmp_path, capsys):
     optuna = require_extra("optuna", "tune")
     storage = f"sqlite:///{tmp_path / 'study.db'}"
     run = TrialSpec("CartPole-v1", trial_seconds=1.0, seed=0, serial=True)
     study = open_study(optuna, run, storage, tmp_path)
-    study.tell(study.ask(), 1.0)
-    study.ask()  # then the process is killed: the trial stays RUNNING
-    reopened = open_study(optuna, run, storage, tmp_path)
-    assert [t.state.name for t in reopened.trials] == ["COMPLETE", "FAIL"]
-    assert "trial 1: was left running" in capsys.readouterr().out
+    study.tell(left_running(study, tmp_path).number, 1.0)
+    left_running(study, tmp_path)  # then the process is killed: the trial stays RUNNING
+    left_running(study, tmp_path, outcome=("COMPLETE", 42.5))  # killed at the tell: its value recorded
+    reopened = open_study(optuna, run, storage, tmp_path)  # at once: no grace for this study dir's own
+    assert [t.state.name for t in reopened.trials] == ["COMPLETE", "FAIL", "COMPLETE"]
+    assert reopened.trials[2].value == 42.5 and reopened.trials[2].user_attrs["time_to_solve_s"] == 2.5
+    out = capsys.readouterr().out
+    assert (
+        "trial 1: was left running" in out
+        and "trial 2: complete, value 42.50: told from its trial.json" in out
+    )
     with pytest.raises(BadInput, match="--env: 'Pendulum-v1' does not match the study's env 'CartPole-v1'"):
         open_study(optuna, run._replace(env_id="Pendulum-v1"), storage, tmp_path)
 
 
+@pytest.mark.slow  # about 2 CPU-s, as above
+def test_on_shared_storage_another_tunes_trial_is_failed_only_once_its_heartbeat_is_stale(tmp_path, capsys):
+    """Two a3c tune (two study dirs, perhaps two machines) on one database: one opening the study leaves the
+    other's live trial alone, and fails it once its heartbeat is older than the grace (Optuna's rule)."""
+    import sqlite3
+
+    optuna = require_extra("optuna", "tune")
+    db = tmp_path / "shared.db"
+    run = TrialSpec("CartPole-v1", trial_seconds=1.0, seed=0, serial=True)
+    first = open_study(optuna, run, f"sqlite:///{db}", tmp_path / "a")
+    left_running(first, tmp_path / "a")  # live: its a3c tune is still training it
+    second = open_study(optuna, run, f"sqlite:///{db}", tmp_path / "b")
+    assert [t.state.name for t in second.trials] == ["RUNNING"]
+    with sqlite3.connect(db) as connection:  # its a3c tune is gone: the last heartbeat is old
+        connection.execute("UPDATE trial_heartbeats SET heartbeat = '2000-01-01 00:00:00.000000'")
+    third = open_study(optuna, run, f"sqlite:///{db}", tmp_path / "b")
+    assert [t.state.name for t in third.trials] == ["FAIL"]
+    assert f"trial 0: no heartbeat for over 120 s from {socket.gethostname()}:{tmp_path / 'a'}" in (
+        capsys.readouterr().out
+    )
+
+
+@pytest.mark.slow  # a 0.5-s serial trial
+def test_a_finished_trials_value_survives_a_storage_that_fails_at_the_tell(tmp_path, monkeypatch, capsys):
+    optuna = require_extra("optuna", "tune")
+    from a3c.tools import tune
+    from tests.support.run_files import read_json
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    run = TrialSpec("CartPole-v1", trial_seconds=0.5, seed=0, serial=True)
+    study = open_study(optuna, run, storage, tmp_path)
+
+    def lost_connection(*_args, **_kwargs):
+        raise ConnectionError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(study, "tell", lost_connection)
+    with pytest.raises(Exception) as failure:
+        run_trial(study, {"lr": Param("lr", 1e-3, 1e-3)}, run, tmp_path)
+    monkeypatch.undo()
+    reopened = open_study(optuna, run, storage, tmp_path)
+    (trial,) = reopened.trials
+    assert trial.state.name == "COMPLETE" and trial.value is not None
+    summary = read_json(tmp_path / "trial-000" / "summary.json")
+    assert trial.value == summary["last_mean_return"]
+    assert isinstance(failure.value, tune.TellFailed)
+    assert "it is kept in " + str(tmp_path / "trial-000" / "trial.json") in str(failure.value)
+
+
 VALUES = [True, False, 3, 1e-05, 0.1, 475.0, "adam", [64, 64], 'say "hi"', {"continuous": True, "g": -9.5}]
+# What a storage another process writes to may hold: every character TOML must escape, quotes of all
+# kinds, a line that would start a table, a comment sign, a lone backslash before a u, non-ASCII.
+HOSTILE = '\x1b[2Ja"b\\c\\u0041\n[evil]\nx = 1\r\x00\x01\x08\x0c\x1f\x7f\t\'\'\' """ # \u2028 \U0001f600 é'
 
 
-@pytest.mark.parametrize("value", VALUES)
+@pytest.mark.parametrize(
+    "value", [*VALUES, HOSTILE, [HOSTILE], {HOSTILE: HOSTILE}, float("inf"), -float("inf")]
+)
 def test_preset_values_read_back_as_toml(value):
     assert tomllib.loads(f"key = {toml_value(value)}")["key"] == value
+
+
+@pytest.mark.slow  # a 0.5-s serial trial
+def test_a_trial_whose_final_evaluation_did_not_finish_says_its_value_is_an_older_one(
+    tmp_path, monkeypatch, capsys
+):
+    """A budget stop's final evaluation cut (the local backend's grace, Ray's evaluator not stopping in
+    time): the run says so in a warning line and summary.json, and the trial's value is marked older."""
+    optuna = require_extra("optuna", "tune")
+    from a3c.backends.serial import SerialBackend
+    from tests.support.run_files import read_json
+
+    monkeypatch.setattr(SerialBackend, "final_evaluation", lambda self: [])  # as if cut at the stop
+    study = optuna.create_study(direction="maximize")
+    run = TrialSpec("CartPole-v1", trial_seconds=0.5, seed=0, serial=True)  # the preset evaluates at 0.1 s
+    outcome = run_trial(study, {"lr": Param("lr", 1e-3, 1e-3)}, run, tmp_path)
+    summary = read_json(tmp_path / "trial-000" / "summary.json")
+    assert summary["exit_reason"] == "max_seconds" and summary["final_evaluation_missing"] is True
+    out, err = capsys.readouterr()
+    assert "warning: the final evaluation did not finish before the run stopped" in err
+    (trial,) = study.trials
+    assert trial.user_attrs["final_evaluation_missing"] is True
+    if outcome.state == "COMPLETE":  # an earlier evaluation arrived within the 0.5 s: its value, marked
+        assert "(from an older evaluation: the final one did not finish)" in out
+        assert trials_table(study).splitlines()[1].split()[2].endswith("~")
+
+
+def test_storage_supplied_strings_cannot_break_the_preset(tmp_path):
+    """The best trial's parameter names and values and its run dir come from the storage: however hostile,
+    the preset reads back as exactly the env's preset and those values, and its comments stay comments."""
+    optuna = require_extra("optuna", "tune")
+    from a3c_envs import load_preset
+
+    study = optuna.create_study(direction="maximize")
+    dist = {HOSTILE: optuna.distributions.CategoricalDistribution([HOSTILE, "b"])}
+    attrs = {"run_dir": HOSTILE}
+    study.add_trial(
+        optuna.trial.create_trial(params={HOSTILE: HOSTILE}, distributions=dist, value=1.0, user_attrs=attrs)
+    )
+    run = TrialSpec("CartPole-v1", trial_seconds=5.0, seed=0, serial=True)
+    path = write_best_preset(study, run, f"sqlite:///{tmp_path}/a\nevil = 1/s.db?password=pw", tmp_path)
+    assert tomllib.loads(path.read_text()) == {**load_preset("CartPole-v1"), HOSTILE: HOSTILE}
+    assert len(trials_table(study).splitlines()) == 2 and "\x1b" not in trials_table(
+        study
+    )  # shown, not obeyed
+    assert "?password=***" in path.read_text() and "pw" not in path.read_text().replace("password", "")
 
 
 def test_best_preset_is_the_env_preset_with_the_best_values(tmp_path, monkeypatch):

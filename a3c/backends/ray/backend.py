@@ -3,12 +3,15 @@ the global weights in ``ray_shards`` ``ParamShard`` actors, the evaluator thread
 ``Trainer`` as its Backend.
 
 Every DRAIN_S the driver drains each group (``GroupSupervisor``: records, counts, statistics, restarts).
-A shard holds the only copy of its slice of the weights and is not restarted: a shard that fails an
-exchange (or a read) ends the run, naming it, with ``last.pt`` from the last checkpoint (its counts too).
+A shard that fails an exchange (a group reports it) or a read of the driver's is rebuilt (``_rebuild``):
+its slice as a live group last received it from the shard, else the driver's last sync; the groups switch
+to it, and the change each made meanwhile reaches it. Past ``max_restarts`` rebuilds the run fails naming
+the shard, with ``last.pt`` from the last checkpoint (its counts too).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -18,6 +21,7 @@ from typing import Any
 import numpy as np
 import ray
 import torch
+from ray.exceptions import RayError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from a3c.algo.learner import build_model
@@ -61,6 +65,9 @@ class RayBackend:
                     ParamShard.options(scheduling_strategy=here).remote(k, flat[a:b], len(nodes), scale)
                 )
             self.shards_answered = False  # until a first read, the start-up allowance applies
+            self.shard_lock = threading.RLock()  # a rebuild and the reads (the evaluator thread's too)
+            self.shard_epochs = [0] * len(self.bounds)  # rebuilds so far, per shard
+            self.shard_options = (len(nodes), scale, here)
             self.stats = RunStats(shared.obs_stats, shared.reward_stats)  # the trainer's: the checkpoint's
             obs_shape = shared.spaces.obs_shape
             self.cluster = RunStats.empty(obs_shape, cfg.workers, cfg.obs_norm, cfg.reward_scale)
@@ -71,6 +78,7 @@ class RayBackend:
             self.rechecks = Rechecks(self.ray_cluster)
             # A failed shard's record: the weights are lost past the last checkpoint, whose counts these are.
             self.shard_failure: ErrorRecord | None = None
+            self.shard_failure_reported = False
             self.synced = np.zeros((3, cfg.workers), np.int64)
             self.groups_stopped = False
             self.unsent: list[Any] = []  # the groups' last records, until handed to the trainer
@@ -87,23 +95,85 @@ class RayBackend:
 
     @property
     def restarts(self) -> int:
-        """Group restarts, worker restarts inside groups, and evaluator actor restarts so far."""
-        return self.groups.restarts + self.eval_loop.restarts
+        """Group restarts, worker restarts inside groups, shard rebuilds and evaluator actor restarts so
+        far."""
+        return self.groups.restarts + sum(self.shard_epochs) + self.eval_loop.restarts
 
     def _weights(self) -> np.ndarray:
-        """The global weights from the shards; ActorFailed once a shard failed (never waited on again)."""
-        if self.shard_failure is None:
-            limit = wait_limit(self.config.hang_timeout, not self.shards_answered)
-            try:
-                weights = gather(self.shards, limit)
-                self.shards_answered = True
-                return weights
-            except ShardFailed as exc:
-                self.shard_failure = self._shard_failed(exc.shard, f"{exc.why}, seen by the driver's read")
+        """The global weights from the shards (a failed shard rebuilt, and read again); ActorFailed once a
+        shard failed past its rebuilds (never waited on again)."""
+        with self.shard_lock:
+            for _ in range(len(self.shards) + 1):  # each shard rebuilt at most once per read
+                if self.shard_failure is not None:
+                    break
+                limit = wait_limit(self.config.hang_timeout, not self.shards_answered)
+                try:
+                    weights = gather(self.shards, limit)
+                    self.shards_answered = True
+                    return weights
+                except ShardFailed as exc:
+                    self._rebuild(exc.shard, f"{exc.why}, seen by the driver's read")
+            if self.shard_failure is None:
+                self.shard_failure = ErrorRecord("driver", "the parameter shards keep failing")
+            self.shard_failure_reported = True  # as the ActorFailed's record
         raise ActorFailed(self.shard_failure.source, self.shard_failure.traceback)
 
+    def _rebuild(self, k: int, why: str) -> None:
+        """Replace failed shard ``k`` by a new one holding its slice as a live group last received it (the
+        first to answer), else as the driver's last sync left it; the groups switch to it. Past
+        ``max_restarts`` rebuilds of it, the run's failure (``shard_failure``) instead."""
+        if self.shard_failure is not None:
+            return
+        if self.shard_epochs[k] >= self.config.max_restarts:
+            self.shard_failure = self._shard_failed(k, f"{why}; past its restart budget")
+            return
+        a, b = self.bounds[k]
+        nodes, scale, here = self.shard_options
+        with contextlib.suppress(Exception):  # already gone
+            ray.kill(self.shards[k], no_restart=True)  # a hung one must not answer later
+        weights, source = self._live_slice(a, b)
+        if weights is None:
+            weights = flat_view(self.shared.model).detach().numpy()[a:b].copy()
+            source = "the driver's last sync"
+        generations = [w.generation for w in self.groups.watch]
+        self.shards[k] = ParamShard.options(scheduling_strategy=here).remote(
+            k, weights, nodes, scale, generations
+        )
+        self.shard_epochs[k] += 1
+        self.shards_answered = False
+        for actor, w in zip(self.groups.actors, self.groups.watch, strict=True):
+            if not w.failed:
+                actor.adopt_shard.remote(k, self.shards[k], self.shard_epochs[k])
+        budget = f"{self.shard_epochs[k]}/{self.config.max_restarts}"
+        print(
+            f"warning: parameter shard {k} {why}; rebuilt from {source} ({budget})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _live_slice(self, a: int, b: int) -> tuple[np.ndarray | None, str]:
+        """The global weights [a:b] as the first live group to answer last received them, and which group;
+        (None, "") when none answers within --hang-timeout."""
+        watched = list(enumerate(zip(self.groups.actors, self.groups.watch, strict=True)))
+        asked = {
+            a_.global_slice.remote(a, b): i for i, (a_, w) in watched if not w.failed and w.down_since is None
+        }
+        pending = list(asked)
+        deadline = time.monotonic() + self.config.hang_timeout
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1, timeout=max(deadline - time.monotonic(), 0.0))
+            if not ready:
+                break
+            try:
+                weights = ray.get(ready[0], timeout=0)  # ready: no wait
+            except RayError:
+                continue  # a lost group: another's
+            if weights is not None:
+                return np.asarray(weights), f"node group {asked[ready[0]]}'s last exchange"
+        return None, ""
+
     def _shard_failed(self, shard: int, why: str) -> ErrorRecord:
-        """The run's failure for a failed shard: it held the only copy of its slice of the weights."""
+        """The run's failure for a shard that failed past its rebuilds."""
         why += (
             "; its slice of the weights is lost past the last checkpoint (checkpoints/last.pt, the last "
             f"sync): continue with `a3c train --resume {self.run_dir}`"
@@ -136,13 +206,17 @@ class RayBackend:
         records, replies = self.groups.drain(wait)
         for i, reply in replies:
             failure = reply["failure"]
-            if failure is not None and failure.source.startswith("parameter shard"):
-                failure = self.shard_failure or self._shard_failed(
-                    int(failure.source.split()[-1]), failure.traceback
-                )
-                self.shard_failure = failure
             records += reply["records"] + ([failure] if failure is not None else [])
             self.sync_log.add(i, reply)
+            with self.shard_lock:
+                for k, (why, epoch) in reply.get("shards_down", {}).items():
+                    if epoch < self.shard_epochs[k]:  # it has not switched to the rebuilt one yet
+                        self.groups.actors[i].adopt_shard.remote(k, self.shards[k], self.shard_epochs[k])
+                    else:
+                        self._rebuild(k, f"{why}, seen by node {i}'s exchange")
+        if self.shard_failure is not None and not self.shard_failure_reported:
+            self.shard_failure_reported = True
+            records.append(self.shard_failure)
         self._mirror(self.groups.counts())
         if self.shard_failure is None:
             limit = wait_limit(self.config.hang_timeout, False)

@@ -46,8 +46,11 @@ class NodeExchange:
         sent = self.flat.detach().numpy().copy()
         return sent, sent - self.base
 
-    def rebase(self, sent: np.ndarray, global_weights: np.ndarray) -> None:
-        """Move the node onto ``global_weights`` [params] keeping what its workers wrote since ``sent``."""
+    def rebase(self, sent: np.ndarray, global_weights: np.ndarray, start: int = 0) -> None:
+        """Move the node onto ``global_weights`` keeping what its workers wrote since ``sent`` [params]:
+        all of it, or the slice [start, start + len(global_weights)) that one shard answered for (a slice
+        whose shard did not answer keeps its base: its change is sent again, to the rebuilt shard)."""
+        end = start + global_weights.size
         with torch.no_grad():
-            self.flat.add_(torch.from_numpy(global_weights - sent))
-        self.base = np.array(global_weights, dtype=np.float32, copy=True)
+            self.flat[start:end].add_(torch.from_numpy(global_weights - sent[start:end]))
+        self.base[start:end] = global_weights

@@ -40,14 +40,17 @@ STOP_GRACE_S = 3.0  # the node's workers get this long to finish their update on
 class NodeGroup:
     """Node ``index``: workers ``ids`` (their global indices); ``shards`` hold the slices ``bounds`` of the
     global weights. Created light (Ray keeps no large arguments to restart it with); ``start`` brings the
-    rest, and the driver sends it again to a restarted node, which then starts from the shards' weights."""
+    rest, and the driver sends it again to a restarted node, which then starts from the shards' weights.
+    ``generation``: which incarnation of the node's group this is (the driver counts them); the shards
+    refuse an older one's exchanges once a newer one exists."""
 
     def __init__(
         self, index: int, ids: list[int], config: dict[str, Any], spaces: Spaces, shards: list[Any],
-        bounds: list[tuple[int, int]],
+        bounds: list[tuple[int, int]], generation: int = 0,
     ):  # fmt: skip
         torch.set_num_threads(1)
         self.index, self.ids, self.shards, self.bounds = index, list(ids), shards, bounds
+        self.generation = generation
         self.config, self.spaces = Config.from_dict(config), spaces
         self.incarnation = uuid.uuid4().hex  # the driver sees a restarted node by a new one
         self.timeout = self.config.hang_timeout
@@ -87,12 +90,14 @@ class NodeGroup:
         # The syncer's base is taken before any worker writes: every update reaches the global model.
         self.syncer = Syncer(self.index, flat, self.shards, self.bounds, cfg.sync_interval, self.timeout,
                              on_failure=self._shard_failed)  # fmt: skip
+        self.syncer.generation = self.generation
         self.supervisor.start_all()
         self.syncer.start()
         self.started = True
 
     def _shard_failed(self) -> None:
-        """The syncer's ``on_failure``: the node's workers stop; ``drain`` reports the shard."""
+        """The syncer's ``on_failure`` (this incarnation refused, or the syncer's own error): the node's
+        workers stop; ``drain`` reports it."""
         self.shared.stop.stop(StopReason.FAILED)
 
     # -- the driver's calls -------------------------------------------------------------------------------
@@ -114,13 +119,10 @@ class NodeGroup:
         records, self.records[:] = list(self.records), []
         exchanges, lags, round_trips = self.syncer.take()
         failure = self.supervisor.failure
-        if self.syncer.failure is not None:
-            shard, why = self.syncer.failure
-            if shard < 0:  # the syncer itself
-                failure = ErrorRecord(f"node {self.index}", f"node group {self.index}: {why}")
-            else:
-                why = f"{why}, seen by node {self.index}'s exchange"
-                failure = ErrorRecord(f"parameter shard {shard}", why)
+        if self.syncer.failure is not None:  # the syncer itself, or this incarnation refused
+            failure = ErrorRecord(f"node {self.index}", f"node group {self.index}: {self.syncer.failure[1]}")
+        # Not under the syncer's lock: an exchange waiting on a hung shard holds it for --hang-timeout.
+        down = {k: (why, self.syncer.epochs[k]) for k, why in list(self.syncer.down.items())}
         return {
             "incarnation": self.incarnation,
             "started": True,
@@ -132,7 +134,23 @@ class NodeGroup:
             "round_trips": round_trips,
             "failure": failure,
             "restarts": self.supervisor.restarts,
+            "shards_down": down,  # shard: (why, the successor it was about): the driver rebuilds it
         }
+
+    def global_slice(self, start: int, end: int) -> np.ndarray | None:
+        """The global weights [start:end] as of this node's last exchange with their shard (what a rebuilt
+        shard starts from); None before ``start``."""
+        if not self.started:
+            return None
+        # Not under the syncer's lock (an exchange may wait on a hung shard): a failed shard's slice of the
+        # base does not change until its successor is adopted.
+        return self.syncer.exchange.base[start:end].copy()
+
+    def adopt_shard(self, shard: int, handle: Any, epoch: int) -> None:
+        """The driver rebuilt ``shard`` as ``handle`` (its ``epoch``-th successor): exchange with it."""
+        self.shards[shard] = handle  # what a start not yet made reads
+        if self.started:
+            self.syncer.adopt(shard, handle, epoch)
 
     def optimizer_state(self) -> dict[str, np.ndarray] | None:
         """Copies of the node's optimizer state tensors (the moments a checkpoint keeps); None before

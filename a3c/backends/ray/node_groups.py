@@ -92,8 +92,8 @@ class GroupSupervisor:
         split = np.array_split(np.arange(config.workers), len(node_ids))
         self.groups = [list(map(int, ids)) for ids in split]
         self.node_ids, self.spawn_args = list(node_ids), (config.to_dict(), trainer.spaces, shards, bounds)
+        self.watch = [Watch() for _ in node_ids]
         self.actors = [self._spawn(i) for i in range(len(node_ids))]
-        self.watch = [Watch() for _ in self.actors]
         self.pending: list[tuple[Any, float, int] | None] = [None] * len(self.actors)  # (drain, sent, gen.)
         self.slots = np.zeros((3, config.workers), np.int64)  # the current incarnations' counts, per worker
         self.carried = np.zeros((3, config.workers), np.int64)  # their lost incarnations' counts
@@ -106,17 +106,20 @@ class GroupSupervisor:
             max_restarts=0,
             max_task_retries=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_ids[i], soft=False),
-        ).remote(i, self.groups[i], *self.spawn_args)
+        ).remote(i, self.groups[i], *self.spawn_args, self.watch[i].generation)
 
     def _replace(self, i: int) -> None:
         """Kill group ``i``'s actor (dead, or hung) and start a new one (a new generation): on its node if
-        that is alive, else on the head (where it shares the CPUs)."""
+        that is alive, else on the head (where it shares the CPUs). The shards are told first to refuse the
+        old generation's exchanges: a kill that does not reach it (a partitioned node) leaves it alive."""
         ray.kill(self.actors[i], no_restart=True)
+        self.watch[i].generation += 1
+        for shard in self.spawn_args[2]:
+            shard.retire.remote(i, self.watch[i].generation)  # a dead shard's error is the drains' to see
         alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
         if self.node_ids[i] not in alive:
             self.node_ids[i] = head_node()
         self.actors[i] = self._spawn(i)
-        self.watch[i].generation += 1
         self.pending[i] = None
 
     @property
