@@ -140,16 +140,16 @@ SLOWEST_UNITS_S = {
     "tests/tools/test_analysis.py": 52,
     "tests/e2e/test_train.py": 46,
     "tests/e2e/test_export.py": 46,
-    "tests/tools/test_bench.py": 36,
     "tests/api/test_notebook.py": 30,  # two notebooks: the API one, and extend.ipynb (a worker, MLflow)
     "tests/e2e/test_video.py": 27,
     "tests/e2e/test_many_workers.py": 25,
     "tests/e2e/test_reliability.py": 25,
     "tests/e2e/test_user_env.py": 25,  # a script that trains with 2 workers and MLflow, a serial learning run
+    "tests/tools/test_bench.py": 20,  # (its commands in-process: estimated from their CPU-s)
     "tests/e2e/test_tune.py": 19,
-    "tests/tools/test_race.py": 17,
     "tests/algo/test_optim.py": 15,
     "tests/e2e/test_deterministic.py": 14,
+    "tests/tools/test_race.py": 10,  # (its race in-process: estimated from its CPU-s)
     "tests/e2e/test_spaces_learn.py": 9,
 }
 

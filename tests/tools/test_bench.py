@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,7 +13,7 @@ import pytest
 import a3c.tools.bench.harness as harness
 from a3c.tools.bench.harness import ours_throughput
 from a3c.tools.bench.report import markdown, summarize
-from tests.support import ROOT
+from tests.support.commands import call_a3c_train
 from tests.support.extras import require_extra
 
 LAGS = {"ours_2x16": 0.9, "ray_2x16_node": 1.0}
@@ -100,16 +99,17 @@ def test_our_throughput_run_reads_its_metrics(tmp_path, monkeypatch):
     # by steps instead, with a metrics row every ROW_EVERY steps of its one worker: the same rows on any
     # machine (--max-seconds stays, as a safety cap). No warm-up: every row counts. What the rate is depends
     # on the machine: the bench's business, not this test's.
+    # The command runs in this process (its workers forked from the session's forkserver): the same
+    # arguments, without an interpreter, torch and a forkserver of its own to start.
     monkeypatch.setattr(harness, "WARMUP_S", 0.0)
-    commands, real_run = [], harness.run_python
+    commands = []
 
     def by_steps(*args: str, timeout: float, env=None):
         commands.append(args)
+        assert args[:3] == ("-m", "a3c", "train") and env is None, args
         cap = args.index("--max-seconds")
         steps = ("--max-steps", str(MAX_STEPS), "--set", f"metrics_interval_steps={ROW_EVERY}")
-        return real_run(
-            *args[:cap], "--max-seconds", "240", *steps, *args[cap + 2 :], timeout=timeout, env=env
-        )
+        return call_a3c_train(*args[3:cap], "--max-seconds", "240", *steps, *args[cap + 2 :])
 
     monkeypatch.setattr(harness, "run_python", by_steps)
     run = ours_throughput(1, 2, 5.0, tmp_path)
@@ -152,14 +152,14 @@ def test_our_throughput_run_reads_its_metrics(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_peer_throughput_command_prints_one_json_result():
+def test_peer_throughput_command_prints_one_json_result(capsys):
+    # The command's click entry point in this process (torch is imported already), over a short window:
+    # what it prints is the point, not the rate.
     require_extra("stable_baselines3", "bench")
-    out = subprocess.run(
-        [sys.executable, "-m", "a3c.tools.bench.sb3_peer", "throughput", "--envs", "4", "--seconds", "1",
-         "--warmup", "0.5"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180, check=True,
-    )  # fmt: skip
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    from a3c.tools.bench.sb3_peer import main
+
+    main.main(["throughput", "--envs", "4", "--seconds", "0.2", "--warmup", "0"], standalone_mode=False)
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["envs"] == 4 and result["steps"] > 0 and result["steps_per_s"] > 0
 
 

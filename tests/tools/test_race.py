@@ -3,13 +3,17 @@ one real race at a small scale."""
 
 from __future__ import annotations
 
+import io
 import json
+import subprocess
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
 from a3c.tools.bench.race import RacePlan, race_markdown, run_race, summarize_side
 from a3c.tools.bench.sb3_race import settings_for
+from tests.support.commands import call_a3c_train
 from tests.support.extras import require_extra
 
 
@@ -122,9 +126,28 @@ def test_bench_refuses_a_no_preset_peer_for_an_env_without_a_preset(capsys):
     assert exit_info.value.code == 2 and err.startswith("error: --env: 'Acrobot-v1' has no preset"), err
 
 
+def in_this_process(*args: str, timeout: float, env=None) -> subprocess.CompletedProcess:
+    """The race's two commands (``python -m MODULE ARGS``) in the pytest process, their output captured:
+    ``a3c train`` through ``call_a3c_train`` (its workers forked from the session's forkserver) and the
+    peer's click command; the same code without two interpreters, torch and a forkserver to start."""
+    assert args[0] == "-m" and env is None, args
+    if args[1] == "a3c":
+        return call_a3c_train(*args[3:]) if args[2] == "train" else pytest.fail(f"not a race's: {args}")
+    assert args[1] == "a3c.tools.bench.sb3_race", args
+    from a3c.tools.bench.sb3_race import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        main.main(list(args[2:]), standalone_mode=False)
+    return subprocess.CompletedProcess(args, 0, out.getvalue(), err.getvalue())
+
+
 @pytest.mark.slow
 def test_a_small_race_runs_both_sides_and_writes_its_json(tmp_path, monkeypatch):
     require_extra("stable_baselines3", "bench")
+    import a3c.tools.bench.race as race
+
+    monkeypatch.setattr(race, "run_python", in_this_process)
     # Where Stable-Baselines3's default logger would put its folder (it makes an SB3-<date> folder in the
     # system temp dir otherwise, on every learn(), and leaves it there): the peer's must make none.
     sb3_logdir = tmp_path / "sb3-logdir"
