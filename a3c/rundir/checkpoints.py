@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -224,7 +225,13 @@ def save_last(folder: Path, payload: dict[str, Any], keep: int) -> None:
     aside is deleted then (``a3c.rundir.replace``). The history is pruned in the order it was written, not
     by step number: after a resume from an older checkpoint the newest saves have the lower steps."""
     fsync_files(folder.parent / name for name in LOG_FILES)
+    previous = history_newest_first(folder)
     save_checkpoint(folder / "last.pt", payload)
+    # Its mtime orders the history: strictly after the newest so far, even within one clock tick (the
+    # kernel's file times are coarse) or after the clock went back.
+    newest = _written(previous[0])[0] if previous else 0
+    stamp = max(time.time_ns(), newest + 1)
+    os.utime(folder / "last.pt", ns=(stamp, stamp))
     if keep > 0:
         # A hard link: the history costs no copy, and last.pt's next os.replace leaves this inode alone.
         history = folder / f"step-{payload['global_step']:012d}.pt"
@@ -244,10 +251,12 @@ def save_last(folder: Path, payload: dict[str, Any], keep: int) -> None:
 def history_newest_first(folder: Path) -> list[Path]:
     """The step-*.pt files of ``folder``, the last written first (mtime, then step number)."""
 
-    def written(path: Path) -> tuple[int, str]:
-        try:
-            return path.stat().st_mtime_ns, path.name
-        except OSError:
-            return 0, path.name
+    return sorted(folder.glob("step-*.pt"), key=_written, reverse=True)
 
-    return sorted(folder.glob("step-*.pt"), key=written, reverse=True)
+
+def _written(path: Path) -> tuple[int, str]:
+    """When ``path`` was written (its mtime in ns, set by ``save_last``), then its name."""
+    try:
+        return path.stat().st_mtime_ns, path.name
+    except OSError:
+        return 0, path.name
