@@ -127,14 +127,24 @@ def recover_replaced(path: Path, option: str) -> None:
         unlock(fd)
 
 
+def _written_entries(path: Path) -> list[Path]:
+    """The entries of ``path`` but the lock file and an empty checkpoints/ (what a run that could not
+    start, or was killed before it wrote anything, leaves): a run dir holding only those counts as empty."""
+    return [
+        p
+        for p in path.iterdir()
+        if p.name != LOCK_NAME and not (p.name == "checkpoints" and p.is_dir() and not any(p.iterdir()))
+    ]
+
+
 def check_run_dir(path: Path, force: bool) -> None:
     """Refuse a run dir that exists and is not empty, unless ``force`` and it holds an earlier a3c run
     and nothing else. An earlier run a killed ``--force`` moved aside is put back first."""
     check_path_length(path, "--run-dir")
     if path.is_dir():
         recover_replaced(path, "--force" if force else "--run-dir")
-    if not path.exists() or (path.is_dir() and all(p.name == LOCK_NAME for p in path.iterdir())):
-        return  # nothing there, or only the lock file of a run killed before it wrote anything
+    if not path.exists() or (path.is_dir() and not _written_entries(path)):
+        return  # nothing there, or only what a run that ended before writing anything left
     if not force:
         raise BadInput(
             f"--run-dir: {str(path)!r} already exists; pass --force to replace it, or choose another"
@@ -164,7 +174,7 @@ def create_run_dir(path: Path, force: bool, lease_s: float = DEFAULT_LEASE_S) ->
     fd = lock_run_dir(path, "--force" if force else "--run-dir", lease_s)
     try:
         settle(path, PUT_BACK_WHY)  # a --force killed between our check and our lock
-        found = [p for p in path.iterdir() if p.name != LOCK_NAME]
+        found = _written_entries(path)
         if found and not force:  # another command claimed it between our check and our lock
             raise BadInput(f"--run-dir: {str(path)!r} was just taken by another run; choose another")
         if found:
@@ -173,8 +183,9 @@ def create_run_dir(path: Path, force: bool, lease_s: float = DEFAULT_LEASE_S) ->
             raise BadInput(
                 f"--run-dir: {str(path)!r} exists and is not an a3c run directory; --force only replaces runs"
             )
-        move_aside(path)
-        (path / "checkpoints").mkdir()
+        if found:
+            move_aside(path)
+        (path / "checkpoints").mkdir(exist_ok=True)
         fsync_dir(path)
     except OSError as exc:
         unlock(fd)
