@@ -11,22 +11,23 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import torch
 
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.rundir import files
-from a3c.rundir.checkpoints import LOG_STD_PARAM, save_checkpoint
 from a3c.rundir.files import check_run_dir, create_run_dir
 from a3c.rundir.lock import unlock
 from a3c.rundir.resume import load_resume_checkpoint
 from a3c.training.train import Trainer
 from a3c_envs import inspect_env
-from tests.support.commands import call_a3c
+from tests.support.commands import call_a3c, train_serial_fixed_length
 
 FIXED = "tests.support.envs:FixedLength-v0"
 
@@ -49,18 +50,22 @@ def test_a_path_too_long_for_the_run_files_is_one_line(tmp_path):
     assert not deep.exists()
 
 
-def crafted(run_dir: Path, **fields) -> None:
-    (run_dir / "checkpoints").mkdir(parents=True)
-    payload = {
-        "config": {"env_id": "CartPole-v1"},
-        "model_state": {},
-        "optimizer_state": {},
-        "global_step": 100,
-        "wall_time": 1.0,
-        "log_std_param": LOG_STD_PARAM,
-        **fields,
-    }
-    save_checkpoint(run_dir / "checkpoints" / "last.pt", payload)
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A real run's dir (100 steps): the crafted checkpoints below differ from a whole one in one field."""
+    run_dir = tmp_path_factory.mktemp("finished") / "run"
+    train_serial_fixed_length(run_dir, 100)
+    return run_dir
+
+
+def crafted(finished_run: Path, run_dir: Path, **fields) -> None:
+    shutil.copytree(finished_run, run_dir)
+    last = run_dir / "checkpoints" / "last.pt"
+    data = torch.load(last, weights_only=True)
+    data.update(fields)
+    torch.save(data, last)
+    for history in last.parent.glob("step-*.pt"):  # no intact checkpoint to fall back to
+        history.unlink()
 
 
 @pytest.mark.parametrize(
@@ -73,9 +78,9 @@ def crafted(run_dir: Path, **fields) -> None:
         ({"model_state": 3}, "has a model_state of type int; expected a dict"),
     ],
 )
-def test_a_crafted_checkpoint_is_one_checkpoint_line_exit_2(tmp_path, capsys, fields, expected):
+def test_a_crafted_checkpoint_is_one_checkpoint_line_exit_2(finished_run, tmp_path, fields, expected):
     run_dir = tmp_path / "run"
-    crafted(run_dir, **fields)
+    crafted(finished_run, run_dir, **fields)
     result = call_a3c("train", "--resume", str(run_dir), "--quiet")
     last = str(run_dir / "checkpoints" / "last.pt")
     assert result.returncode == 2, result.stderr
