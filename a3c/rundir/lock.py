@@ -150,8 +150,9 @@ def lock_run_dir(run_dir: Path, option: str, lease_s: float = DEFAULT_LEASE_S) -
                 f"{max(age, 0):.0f} s ago, lease {owner.lease_s:g} s); stop it, or if it is gone wait "
                 f"{max(owner.lease_s - age, 0):.0f} s or delete {LOCK_NAME} there, then run this again"
             )
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, this_owner(lease_s).text().encode(), 0)
+        text = this_owner(lease_s).text().encode()
+        os.pwrite(fd, text, 0)  # over the old text, then cut: a full disk has no block to give a new one
+        os.ftruncate(fd, len(text))
         os.fsync(fd)  # another host reads it through the file server
     except BlockingIOError:
         os.close(fd)
@@ -189,12 +190,14 @@ def still_held(run_dir: Path, fd: int) -> str | None:
 
 def unlock(fd: int | None) -> None:
     """Release a lock ``lock_run_dir`` took (None: nothing to release); None, for the holder's variable.
-    The owner is cleared first while the file still names this process, so another host may take it."""
+    The owner is cleared first while the file still names this process, so another host may take it: its
+    PID line becomes ``-…`` (written in place: the file keeps its block for the next holder on a full
+    disk)."""
     if fd is not None:
         with contextlib.suppress(OSError):
             owner = _read(fd)
             if owner is not None and (owner.pid, owner.host) == (os.getpid(), socket.gethostname()):
-                os.ftruncate(fd, 0)
+                os.pwrite(fd, b"-", 0)
         with contextlib.suppress(OSError):
             os.close(fd)
     return None
