@@ -24,7 +24,7 @@ from a3c.core.spaces import Spaces
 from a3c.rundir.csvlog import LOG_FILES
 from a3c.rundir.durable import fsync_dir, fsync_files
 from a3c.rundir.files import atomic_write
-from a3c.rundir.replace import discard
+from a3c.rundir.replace import ASIDE, discard
 from a3c_envs import inspect_env
 from a3c_envs.modules import check_code_modules
 from a3c_envs.user_envs import code_references, refuse_unknown_script_code
@@ -177,7 +177,14 @@ def resolve_checkpoint(path: Path) -> Path:
         for name in ("best.pt", "last.pt"):
             if (path / "checkpoints" / name).is_file():
                 return path / "checkpoints" / name
-        raise BadInput(f"RUN_DIR: {str(path)!r} has no checkpoints/best.pt or checkpoints/last.pt")
+        aside = (
+            " (an interrupted --force left the earlier run in .a3c-replaced/: any a3c train on this run dir "
+            "puts it back)"
+        )
+        raise BadInput(
+            f"RUN_DIR: {str(path)!r} has no checkpoints/best.pt or checkpoints/last.pt"
+            + (aside if (path / ASIDE).is_dir() else "")
+        )
     if not path.is_file():
         raise BadInput(f"RUN_DIR|CHECKPOINT: {str(path)!r} does not exist; expected a run dir or a .pt file")
     return path

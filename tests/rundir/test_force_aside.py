@@ -14,6 +14,7 @@ import pytest
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.rundir import replace
+from a3c.rundir.checkpoints import resolve_checkpoint
 from a3c.rundir.files import check_run_dir, create_run_dir
 from a3c.rundir.lock import LOCK_NAME, unlock
 from a3c.rundir.resume import load_resume_checkpoint
@@ -156,3 +157,11 @@ def test_the_claim_moves_the_earlier_run_aside_whole(tmp_path):
         assert sorted(p.name for p in run_dir.iterdir()) == [replace.ASIDE, LOCK_NAME, "checkpoints"]
     finally:
         unlock(fd)
+
+
+def test_evaluate_of_a_run_dir_left_by_a_killed_force_says_where_the_earlier_run_is(tmp_path):
+    run_dir = tmp_path / "run"
+    earlier_run(run_dir)
+    killed_before_the_first_checkpoint(run_dir)
+    with pytest.raises(BadInput, match=r"an interrupted --force left the earlier run in \.a3c-replaced/"):
+        resolve_checkpoint(run_dir)

@@ -68,6 +68,7 @@ def crafted(finished_run: Path, run_dir: Path, **fields) -> None:
         history.unlink()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
@@ -116,6 +117,7 @@ def fill(disk: Path) -> None:
             assert exc.errno == errno.ENOSPC
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_the_start_is_one_line_and_the_earlier_run_stays(tmp_path):
     with small_disk(tmp_path / "disk") as disk:
         run_dir = disk / "run"
@@ -138,6 +140,7 @@ def test_a_full_disk_at_the_start_is_one_line_and_the_earlier_run_stays(tmp_path
         assert after == before
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_the_summary_is_one_line(tmp_path, capsys):
     with small_disk(tmp_path / "disk") as disk:
         run_dir = disk / "run"
