@@ -5,6 +5,7 @@ to the newest intact step-*.pt, and the history is pruned in the order it was wr
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,18 @@ def test_a_damaged_last_pt_without_an_intact_history_is_one_error(tmp_path):
     (folder / "last.pt").write_bytes(b"\0" * 64)
     with pytest.raises(BadInput, match=r"^checkpoint: .*last.pt' cannot be read"):
         load_resume_checkpoint(tmp_path)
+
+
+def test_history_order_survives_a_clock_that_went_back(tmp_path):
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    saves(folder, [100, 200], keep=1)
+    ahead = time.time_ns() + 3600 * 10**9  # written while the clock was an hour ahead (then set back)
+    for path in folder.glob("step-*.pt"):
+        os.utime(path, ns=(ahead, ahead))
+    saves(folder, [150], keep=1)
+    assert sorted(p.name for p in folder.glob("step-*.pt")) == [
+        "step-000000000150.pt",
+        "step-000000000200.pt",
+    ]
+    assert (folder / "step-000000000150.pt").stat().st_mtime_ns > ahead
