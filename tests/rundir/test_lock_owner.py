@@ -43,10 +43,23 @@ def test_a_fresh_lease_of_another_host_is_refused_and_an_expired_one_taken(tmp_p
     assert holder(run_dir) is None
     fd = lock_run_dir(run_dir, "--resume")
     text = (run_dir / LOCK_NAME).read_text()
-    assert text.startswith(f"{os.getpid()}\nhost={socket.gethostname()}\n")  # the PID first, as before
+    assert text.startswith(f"{os.getpid()}\nhost={socket.gethostname()}\nboot=")  # the PID first, as before
     unlock(fd)
     assert Owner.parse((run_dir / LOCK_NAME).read_text()) is None  # released: another host may take it now
     assert holder(run_dir) is None
+
+
+def test_another_host_is_another_kernel_whatever_its_name(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    # A pod of the same name on another node: same host name, another kernel. Its lease holds.
+    same_name = Owner(4242, socket.gethostname(), "", 600, boot="another-kernel-boot-id")
+    (run_dir / LOCK_NAME).write_text(same_name.text())
+    with pytest.raises(BadInput, match=f"is in use by a3c PID 4242 on host {socket.gethostname()} "):
+        lock_run_dir(run_dir, "--resume")
+    # A container of this machine, another name: same kernel, so the free flock says its holder is gone.
+    (run_dir / LOCK_NAME).write_text(Owner(4242, "container-b", "", 600, boot=lock.boot_id()).text())
+    unlock(lock_run_dir(run_dir, "--resume"))
 
 
 @pytest.mark.parametrize("how", ["deleted", "replaced", "taken over"])
