@@ -4,11 +4,13 @@ ends (SIGKILL included), so a dead run on this host never blocks its resume.
 
 A flock alone is not enough where the kernel cannot see every writer: on NFS with local locks, or after a
 lost lease (a job requeued on another node while the first still runs), a second host takes the same flock.
-So the file names its owner, like a lease: its PID, host, start time and lease in seconds, the file's mtime
-renewed at every checkpoint (``still_held``). A taker on another host refuses while that lease is fresh; the
-holder, at each checkpoint, checks that the file at the path is still the one it locked and still names it
-(deleted, replaced or taken over: it stops without writing). A clean release clears the owner, so a
-requeue on another host starts at once; only a holder that vanished makes it wait out the lease."""
+So the file names its owner, like a lease: its PID, host, kernel boot id, start time and lease in seconds,
+the file's mtime renewed at every checkpoint (``still_held``). "Another host" is another kernel (boot id):
+two containers of one machine share its flocks, two pods of one name on two nodes do not. A taker on
+another host refuses while that lease is fresh; the holder, at each checkpoint, checks that the file at the
+path is still the one it locked and still names it (deleted, replaced or taken over: it stops without
+writing). A clean release marks the owner gone, so a requeue on another host starts at once; only a holder
+that vanished makes it wait out the lease (so does this machine's own run after a reboot within it)."""
 
 from __future__ import annotations
 
@@ -45,10 +47,12 @@ class Owner:
     host: str = ""
     started: str = ""
     lease_s: float = DEFAULT_LEASE_S
+    boot: str = ""  # the kernel's boot id: the flocks it keeps are this kernel's
 
     def text(self) -> str:
         """The file's contents."""
-        return f"{self.pid}\nhost={self.host}\nstarted={self.started}\nlease_s={self.lease_s:g}\n"
+        fields = f"host={self.host}\nboot={self.boot}\nstarted={self.started}\nlease_s={self.lease_s:g}\n"
+        return f"{self.pid}\n{fields}"
 
     @classmethod
     def parse(cls, text: str) -> Owner | None:
@@ -61,17 +65,37 @@ class Owner:
             lease = float(fields.get("lease_s", DEFAULT_LEASE_S))
         except ValueError:
             lease = DEFAULT_LEASE_S
-        return cls(int(lines[0]), fields.get("host", ""), fields.get("started", ""), lease)
+        host, started, boot = fields.get("host", ""), fields.get("started", ""), fields.get("boot", "")
+        return cls(int(lines[0]), host, started, lease, boot)
 
     def describe(self) -> str:
         """``PID 123`` (this host's), ``PID 123 on host node7`` (another's), for messages."""
-        where = f" on host {self.host}" if self.host and self.host != socket.gethostname() else ""
+        where = "" if self.here() else f" on host {self.host}"
         return f"PID {self.pid or 'unknown'}{where}"
+
+    def here(self) -> bool:
+        """Whether the owner runs on this kernel (its boot id, else its host name: an older file's)."""
+        if self.boot and boot_id():
+            return self.boot == boot_id()
+        return not self.host or self.host == socket.gethostname()
+
+    def is_us(self) -> bool:
+        """Whether the owner is this process."""
+        return self.pid == os.getpid() and self.here()
+
+
+def boot_id() -> str:
+    """This kernel's boot id ("" where the system does not say)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
 def this_owner(lease_s: float = DEFAULT_LEASE_S) -> Owner:
     """This process as a lock's owner."""
-    return Owner(os.getpid(), socket.gethostname(), time.strftime("%Y-%m-%dT%H:%M:%S%z"), lease_s)
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return Owner(os.getpid(), socket.gethostname(), started, lease_s, boot_id())
 
 
 def _read(fd: int) -> Owner | None:
@@ -82,8 +106,8 @@ def _fresh_lease_elsewhere(fd: int) -> tuple[Owner, float] | None:
     """(owner, seconds since its last renewal) when the file names a holder on another host whose lease
     has not run out: the kernel's flock cannot see that process (NFS with local locks, another node)."""
     owner = _read(fd)
-    if owner is None or not owner.host or owner.host == socket.gethostname():
-        return None  # on this host the flock is the truth: we got it, so its holder is gone
+    if owner is None or owner.here():
+        return None  # on this kernel the flock is the truth: we got it, so its holder is gone
     age = time.time() - os.fstat(fd).st_mtime
     return (owner, age) if -60 < age < owner.lease_s else None  # a clock a minute ahead still counts
 
@@ -180,7 +204,7 @@ def still_held(run_dir: Path, fd: int) -> str | None:
     if (here.st_dev, here.st_ino) != (ours.st_dev, ours.st_ino):
         return f"its lock file {str(path)!r} was replaced, so another writer may have taken the run dir"
     owner = _read(fd)
-    if owner is None or (owner.pid, owner.host) != (os.getpid(), socket.gethostname()):
+    if owner is None or not owner.is_us():
         taker = owner.describe() if owner is not None else "an unknown writer"
         return f"its lock file {str(path)!r} was taken over by {taker}"
     with contextlib.suppress(OSError):
@@ -196,7 +220,7 @@ def unlock(fd: int | None) -> None:
     if fd is not None:
         with contextlib.suppress(OSError):
             owner = _read(fd)
-            if owner is not None and (owner.pid, owner.host) == (os.getpid(), socket.gethostname()):
+            if owner is not None and owner.is_us():
                 os.pwrite(fd, b"-", 0)
         with contextlib.suppress(OSError):
             os.close(fd)
