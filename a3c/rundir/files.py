@@ -48,7 +48,8 @@ RUN_ENTRIES = {
 
 
 NAME_MAX, PATH_MAX = 255, 4096  # bytes, Linux's; the run writes paths up to PATH_RESERVE bytes below its dir
-PATH_RESERVE = 96  # e.g. /.a3c-replaced/checkpoints/.step-000000000000.pt.XXXXXXXX.tmp
+# The longest: /.a3c-replaced/tensorboard/events.out.tfevents.<time>.<host, up to 64>.<pid>.<n>
+PATH_RESERVE = 160
 
 
 def check_path_length(path: Path, option: str) -> None:
