@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,10 @@ from a3c.algo.normalize import RunningMeanStd
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
+from a3c.rundir.csvlog import LOG_FILES
+from a3c.rundir.durable import fsync_dir, fsync_files
 from a3c.rundir.files import atomic_write
+from a3c.rundir.replace import ASIDE, discard
 from a3c_envs import inspect_env
 from a3c_envs.modules import check_code_modules
 from a3c_envs.user_envs import code_references, refuse_unknown_script_code
@@ -173,7 +177,14 @@ def resolve_checkpoint(path: Path) -> Path:
         for name in ("best.pt", "last.pt"):
             if (path / "checkpoints" / name).is_file():
                 return path / "checkpoints" / name
-        raise BadInput(f"RUN_DIR: {str(path)!r} has no checkpoints/best.pt or checkpoints/last.pt")
+        aside = (
+            " (an interrupted --force left the earlier run in .a3c-replaced/: any a3c train on this run dir "
+            "puts it back)"
+        )
+        raise BadInput(
+            f"RUN_DIR: {str(path)!r} has no checkpoints/best.pt or checkpoints/last.pt"
+            + (aside if (path / ASIDE).is_dir() else "")
+        )
     if not path.is_file():
         raise BadInput(f"RUN_DIR|CHECKPOINT: {str(path)!r} does not exist; expected a run dir or a .pt file")
     return path
@@ -214,8 +225,20 @@ def checkpoint_payload(config: Config, spaces: Spaces, **fields: Any) -> dict[st
 
 
 def save_last(folder: Path, payload: dict[str, Any], keep: int) -> None:
-    """Write ``folder/last.pt`` atomically and keep the ``keep`` previous ones beside it as step-*.pt."""
+    """Write ``folder/last.pt`` atomically and keep the ``keep`` previous ones beside it as step-*.pt.
+
+    The run's CSVs are fsynced first: the rows this checkpoint counts are on disk before it is. A checkpoint
+    holding training (global_step > 0) is the new run's first commit: an earlier run that ``--force`` moved
+    aside is deleted then (``a3c.rundir.replace``). The history is pruned in the order it was written, not
+    by step number: after a resume from an older checkpoint the newest saves have the lower steps."""
+    fsync_files(folder.parent / name for name in LOG_FILES)
+    previous = history_newest_first(folder)
     save_checkpoint(folder / "last.pt", payload)
+    # Its mtime orders the history: strictly after the newest so far, even within one clock tick (the
+    # kernel's file times are coarse) or after the clock went back.
+    newest = _written(previous[0])[0] if previous else 0
+    stamp = max(time.time_ns(), newest + 1)
+    os.utime(folder / "last.pt", ns=(stamp, stamp))
     if keep > 0:
         # A hard link: the history costs no copy, and last.pt's next os.replace leaves this inode alone.
         history = folder / f"step-{payload['global_step']:012d}.pt"
@@ -225,5 +248,22 @@ def save_last(folder: Path, payload: dict[str, Any], keep: int) -> None:
         except OSError as exc:  # a file system without hard links: last.pt itself is fine
             print(f"warning: no checkpoint history ({exc})", file=sys.stderr)
     # The newest step-*.pt is last.pt itself: ``keep`` earlier ones stay beside it.
-    for old in sorted(folder.glob("step-*.pt"))[: -(keep + 1)]:
+    for old in history_newest_first(folder)[keep + 1 :]:
         old.unlink(missing_ok=True)
+    fsync_dir(folder)
+    if int(payload["global_step"]) > 0:
+        discard(folder.parent)
+
+
+def history_newest_first(folder: Path) -> list[Path]:
+    """The step-*.pt files of ``folder``, the last written first (mtime, then step number)."""
+
+    return sorted(folder.glob("step-*.pt"), key=_written, reverse=True)
+
+
+def _written(path: Path) -> tuple[int, str]:
+    """When ``path`` was written (its mtime in ns, set by ``save_last``), then its name."""
+    try:
+        return path.stat().st_mtime_ns, path.name
+    except OSError:
+        return 0, path.name

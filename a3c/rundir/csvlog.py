@@ -56,6 +56,10 @@ SYNC_COLUMNS = (
 )
 
 
+# Every CSV a run writes, by file name (fsynced before each checkpoint, trimmed at a resume).
+LOG_FILES = ("eval.csv", "episodes.csv", "metrics.csv", "sync.csv")
+
+
 class CsvLog:
     """Append rows to a CSV file with a fixed header, flushed per row so readers see them live."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import os
 import sys
 from pathlib import Path
@@ -17,8 +18,10 @@ from a3c.algo.optim import SharedOptimizer
 from a3c.core.config import Config
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
-from a3c.rundir.checkpoints import LOG_STD_PARAM, load_checkpoint
+from a3c.rundir.checkpoints import LOG_STD_PARAM, history_newest_first, load_checkpoint
 from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS, METRICS_COLUMNS, SYNC_COLUMNS
+from a3c.rundir.durable import fsync_dir
+from a3c.rundir.files import check_path_length, recover_replaced
 
 # Fields that fix the env, the shape of the model or the optimizer state: a resume may not change them.
 # The env's keyword arguments and its wrappers too (they may change its spaces or its task); the model
@@ -43,18 +46,59 @@ SHAPE_FIELDS = (
 _DEFAULTS = Config(env_id="-")  # a checkpoint from before a field existed had its default
 
 
+TRAINING_FIELDS = ("config", "model_state", "optimizer_state", "global_step", "wall_time")
+
+
 def load_resume_checkpoint(run_dir: Path) -> dict[str, Any]:
-    """``run_dir/checkpoints/last.pt``, checked to be a whole a3c training checkpoint (else BadInput)."""
+    """``run_dir/checkpoints/last.pt``, checked to be a whole a3c training checkpoint (else BadInput).
+
+    A last.pt that cannot be read (a power cut, a full disk, a bad sector) falls back to the newest intact
+    ``step-*.pt`` of the history, in the order they were written, with one warning line; the CSVs are then
+    trimmed to that checkpoint like to any other. An earlier run a killed ``--force`` moved aside is put
+    back first (``a3c.rundir.replace``)."""
+    check_path_length(run_dir, "--resume")
+    if run_dir.is_dir():
+        recover_replaced(run_dir, "--resume")
     path = run_dir / "checkpoints" / "last.pt"
     if not path.is_file():
         raise BadInput(f"--resume: {str(run_dir)!r} has no checkpoints/last.pt to resume from")
+    try:
+        data = training_checkpoint(path)
+    except BadInput as damaged:
+        for older in history_newest_first(path.parent):
+            try:
+                data = training_checkpoint(older)
+            except BadInput:
+                continue
+            print(
+                f"warning: --resume: checkpoints/last.pt is damaged ({str(damaged)[:200]}); resuming from "
+                f"checkpoints/{older.name}, the newest intact checkpoint (step {data['global_step']:,})",
+                file=sys.stderr,
+            )
+            break
+        else:
+            raise
+    return upgrade_log_std(data, path)
+
+
+def training_checkpoint(path: Path) -> dict[str, Any]:
+    """One checkpoint file, checked to hold a training checkpoint whose parts have the right types (a
+    crafted or damaged file is BadInput naming it, never a traceback further on)."""
     data = load_checkpoint(path)
-    missing = [
-        k for k in ("config", "model_state", "optimizer_state", "global_step", "wall_time") if k not in data
-    ]
+    missing = [k for k in TRAINING_FIELDS if k not in data]
     if missing:
         raise BadInput(f"--resume: {str(path)!r} is not a training checkpoint (no {', '.join(missing)})")
-    return upgrade_log_std(data, path)
+    for name in ("config", "model_state", "optimizer_state"):
+        if not isinstance(data[name], dict):
+            raise BadInput(
+                f"checkpoint: {str(path)!r} has a {name} of type {type(data[name]).__name__}; expected a dict"
+            )
+    step, wall = data["global_step"], data["wall_time"]
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise BadInput(f"checkpoint: {str(path)!r} has global_step {step!r}; expected a whole number >= 0")
+    if isinstance(wall, bool) or not isinstance(wall, int | float) or not math.isfinite(wall) or wall < 0:
+        raise BadInput(f"checkpoint: {str(path)!r} has wall_time {wall!r}; expected a number of seconds >= 0")
+    return data
 
 
 def upgrade_log_std(data: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -215,6 +259,7 @@ def trim_csv(path: Path, max_step: int, max_wall: float, columns: tuple[str, ...
         f.flush()
         os.fsync(f.fileno())
     tmp.replace(path)
+    fsync_dir(path.parent)
     return len(kept), len(body) + cut - len(kept)
 
 

@@ -30,7 +30,8 @@ from a3c.core.seeding import child_seed
 from a3c.core.user_code import CodeBook, by_value
 from a3c.rundir import checkpoints
 from a3c.rundir.files import create_run_dir, run_metadata, write_json
-from a3c.rundir.lock import lock_run_dir, unlock
+from a3c.rundir.lock import lock_run_dir, still_held, unlock
+from a3c.rundir.replace import has_aside, settle
 from a3c.rundir.resume import trim_logs
 from a3c.runtime.counters import StopReason
 from a3c.runtime.run_clock import RunClock
@@ -87,7 +88,8 @@ class Trainer:
         self.resume_index = 0 if resume is None else int(resume.get("resumes", 0)) + 1
         wall_before = 0.0 if resume is None else float(resume["wall_time"])
         code = user_code_book(config)  # before the run dir: an object that cannot be sent is bad input
-        self.run_dir, self.lock = claim(run_dir, force, resume is not None)
+        self.run_dir, self.lock = claim(run_dir, force, resume is not None, config.checkpoint_interval)
+        self.lock_lost: str | None = None  # why, once another writer may have the run dir
         try:  # held from here: released if the run cannot start (a caller in this process may retry)
             episodes_kept = 0 if resume is None else trim_logs(run_dir, resume)
             self.metadata = run_metadata()  # once: its git call would start a process at every checkpoint
@@ -110,8 +112,11 @@ class Trainer:
             self.monitor.health = learning_health(config, info)
             if resume is not None:
                 self.monitor.resumed(resume, episodes_kept)
+        except OSError as exc:  # a full disk or a read-only folder at the start: one line, nothing replaced
+            self.lock = release(self.run_dir, self.lock)
+            raise BadInput(f"--run-dir: {str(run_dir)!r} cannot be written ({exc.strerror or exc})") from None
         except BaseException:
-            self.lock = unlock(self.lock)
+            self.lock = release(self.run_dir, self.lock)
             raise
         self.backend: Backend | None = None  # while the loop runs
         self.restarts, self.signal_received = 0, None
@@ -137,7 +142,7 @@ class Trainer:
         finally:
             for s, handler in old_handlers.items():
                 signal.signal(s, handler)
-            self.lock = unlock(self.lock)
+            self.lock = release(self.run_dir, self.lock) if self.lock_lost is None else unlock(self.lock)
 
     def _start_callbacks(self) -> None:
         """The callbacks' ``on_start``; the time they take (a tracker's connection) is not the run's."""
@@ -279,9 +284,22 @@ class Trainer:
     def _save_last(self) -> None:
         """Write checkpoints/last.pt (and its step-*.pt history) from one snapshot of the shared state."""
         self.last_checkpoint = time.monotonic()
+        if self._lock_lost():
+            return
         payload = self._payload()
         if payload is not None:
             checkpoints.save_last(self.run_dir / "checkpoints", payload, self.config.keep_checkpoints)
+
+    def _lock_lost(self) -> bool:
+        """True once the run dir's lock is no longer this run's (``still_held``): the run stops as failed
+        with one error line and writes nothing more there."""
+        if self.lock_lost is None and self.lock is not None:
+            self.lock_lost = still_held(self.run_dir, self.lock)
+            if self.lock_lost is not None:
+                lost = f"{self.lock_lost}; stopped without writing"
+                self.monitor.errors.append(ErrorRecord("trainer", lost))
+                self.stop.stop(StopReason.FAILED)
+        return self.lock_lost is not None
 
     def _payload(self) -> dict[str, Any] | None:
         """A checkpoint of the shared state now (one snapshot), or None when its weights are not finite."""
@@ -324,7 +342,13 @@ class Trainer:
                 self.stop.reason, self.monitor.errors, self.signal_received
             )
         exit_code = exit_code if saved else exit_code or 1
-        write_json(self.run_dir / "summary.json", summary)  # before anything is shown: a terminal may be gone
+        if self.lock_lost is None:
+            try:  # before anything is shown: a terminal may be gone
+                write_json(self.run_dir / "summary.json", summary)
+            except OSError as exc:  # a full disk at the end: the checkpoint above stands
+                reason = exc.strerror or exc
+                show(lambda: print(f"error: could not write summary.json: {reason}", file=sys.stderr))
+                exit_code = exit_code or 1
         if self.monitor.errors:
             show(lambda: print(error_line(self.monitor.errors[0]), file=sys.stderr))
         show(self.monitor.refresh)  # the display ends on the final totals
@@ -375,9 +399,24 @@ def user_code_book(config: Config) -> CodeBook:
     return book
 
 
-def claim(run_dir: Path, force: bool, resumed: bool) -> tuple[Path, int | None]:
-    """The run dir and its lock: a new one claimed (``create_run_dir``), or a resumed one locked."""
-    return (run_dir, lock_run_dir(run_dir, "--resume")) if resumed else create_run_dir(run_dir, force)
+def claim(run_dir: Path, force: bool, resumed: bool, interval: float) -> tuple[Path, int | None]:
+    """The run dir and its lock: a new one claimed (``create_run_dir``), or a resumed one locked. The lock's
+    lease (``a3c.rundir.lock``) is three checkpoint intervals: it is renewed at every checkpoint."""
+    lease = max(3 * interval, 60.0)
+    if resumed:
+        return run_dir, lock_run_dir(run_dir, "--resume", lease)
+    return create_run_dir(run_dir, force, lease)
+
+
+def release(run_dir: Path, lock: int | None) -> None:
+    """Release the run dir's lock; an earlier run that ``--force`` moved aside is put back first when this
+    one ends without a checkpoint of its own (``a3c.rundir.replace``: it is discarded at the first)."""
+    try:
+        if lock is not None and has_aside(run_dir):
+            settle(run_dir, "this run ended before its first checkpoint")
+    except OSError as exc:
+        print(f"error: could not put the earlier run back ({exc}); it is in .a3c-replaced/", file=sys.stderr)
+    return unlock(lock)
 
 
 def start_backend(

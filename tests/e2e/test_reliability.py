@@ -124,13 +124,15 @@ def finished_run(tmp_path_factory) -> Path:
 
 
 def break_last(run_dir: Path, how: str, other: Path) -> None:
+    """Break last.pt; damaged, every step-*.pt too (else a resume falls back to the newest intact one)."""
     last = run_dir / "checkpoints" / "last.pt"
-    if how == "truncated":
-        last.write_bytes(last.read_bytes()[: last.stat().st_size // 2])
-    elif how == "random bytes":
-        last.write_bytes(os.urandom(4096))
-    else:  # a checkpoint of another env
-        shutil.copy(other / "checkpoints" / "last.pt", last)
+    for path in [last, *last.parent.glob("step-*.pt")] if how != "another env" else [last]:
+        if how == "truncated":
+            path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+        elif how == "random bytes":
+            path.write_bytes(os.urandom(4096))
+        else:  # a checkpoint of another env
+            shutil.copy(other / "checkpoints" / "last.pt", path)
 
 
 @pytest.fixture(scope="module")

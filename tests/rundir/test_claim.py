@@ -1,5 +1,6 @@
 """A new run dir is claimed atomically: made, locked, then checked again, so two commands that pick the same
-run dir at once never share it; ``--force`` replaces an earlier run under its lock and keeps the lock file."""
+run dir at once never share it; ``--force`` replaces an earlier run under its lock (moved aside) and keeps the
+lock file."""
 
 from __future__ import annotations
 
@@ -39,7 +40,12 @@ def test_the_claim_holds_the_lock_and_force_keeps_the_lock_file(tmp_path):
     inode = (path / LOCK_NAME).stat().st_ino
     claimed, fd = create_run_dir(path, force=True)
     try:
-        assert claimed == path and sorted(p.name for p in path.iterdir()) == [LOCK_NAME, "checkpoints"]
+        # The earlier run is moved aside (deleted at the new run's first checkpoint), not deleted yet.
+        assert claimed == path and sorted(p.name for p in path.iterdir()) == [
+            ".a3c-replaced",
+            LOCK_NAME,
+            "checkpoints",
+        ]
         assert (path / LOCK_NAME).stat().st_ino == inode  # the file others lock is the one we hold
         assert holder(path) is not None
     finally:
