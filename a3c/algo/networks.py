@@ -138,8 +138,7 @@ class ConvActorCritic(nn.Module):
             nn.ReLU(),
             nn.Flatten(),
         )
-        with torch.no_grad():
-            flat = self.encoder(torch.zeros(1, channels, height, width)).shape[1]
+        flat = conv_features(self.encoder, channels, height, width)
         self.fc = nn.Sequential(orthogonal_init(nn.Linear(flat, 256), relu_gain), nn.ReLU())
         self.lstm = None
         features = 256
@@ -242,6 +241,23 @@ class ConvActorCritic(nn.Module):
                 final_h, _ = lstm(self.encode(final_obs), (h_end, c_end))
                 parts.append(self.heads(final_h)[1])
         return out, torch.cat([values, *parts])
+
+
+def conv_features(encoder: nn.Sequential, channels: int, height: int, width: int) -> int:
+    """The width of ``encoder``'s flattened output for one [C, H, W] image, by each Conv2d's size formula
+    (no forward: on torch's meta device a forward imports much of torch). ValueError for an image too small
+    for the convolutions."""
+    for layer in encoder:
+        if isinstance(layer, nn.Conv2d):
+            sizes = []
+            for size, k, s, p, d in zip(
+                (height, width), layer.kernel_size, layer.stride, layer.padding, layer.dilation, strict=True
+            ):
+                sizes.append((size + 2 * p - d * (k - 1) - 1) // s + 1)
+            channels, (height, width) = layer.out_channels, sizes
+            if height < 1 or width < 1:
+                raise ValueError(f"the image is too small for the conv net's {layer}")
+    return channels * height * width
 
 
 class TorchPolicy:

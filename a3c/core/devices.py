@@ -98,6 +98,15 @@ class PinnedStage:
         return buffer.to(self.device, non_blocking=True)
 
 
+def use_device(device: torch.device) -> None:
+    """Make ``device`` this process's current GPU (nothing for the CPU): pinned buffers and torch's caches
+    then open no context on GPU 0 in a process that works on another one."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+
+
 def model_device(model: nn.Module) -> torch.device:
     """The device of ``model``'s parameters (the CPU for a model without any)."""
     import torch

@@ -33,6 +33,9 @@ from a3c.runtime.silence import SilenceWatch
 
 PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15  # prctl(2) options
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)  # a scheduler's stop, a dropped ssh session's hangup
+# The exit code of a child that stopped because the trainer was silent (EX_TEMPFAIL): no crash of its own, so
+# its restart is not held against the restart budget (a trainer slow in a long callback or write is no fault).
+TRAINER_LOST = 75
 
 
 class ChildGuard:
@@ -47,7 +50,14 @@ class ChildGuard:
     child that stops calling it is seen as hung by the trainer.
     """
 
-    def __init__(self, heartbeats: Heartbeats, slot: int, name: str, trainer_timeout: float | None = None):
+    def __init__(
+        self,
+        heartbeats: Heartbeats,
+        slot: int,
+        name: str,
+        trainer_timeout: float | None = None,
+        hangup_ignored: bool = False,
+    ):
         torch.set_num_threads(1)
         set_process_name(name)
         self.parent_pid = os.getppid()
@@ -55,7 +65,8 @@ class ChildGuard:
         prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         for signum in STOP_SIGNALS:
-            signal.signal(signum, self._on_stop_signal)
+            ignored = signum == signal.SIGHUP and hangup_ignored  # the trainer runs under nohup: so do we
+            signal.signal(signum, signal.SIG_IGN if ignored else self._on_stop_signal)
         self.terminated = False
         self.heartbeats = heartbeats
         self.slot, self.name = slot, name
@@ -143,13 +154,15 @@ def run_child(
     conn: Connection,
     body: Callable[[ChildGuard], None],
     trainer_timeout: float | None = None,
+    hangup_ignored: bool = False,
 ) -> None:
     """Run ``body(guard)`` as a child process named ``a3c-<source>``: the guard is set up first (one thread,
     signals, heartbeat slot ``slot``); a closed pipe means the trainer is gone (exit 0: nobody to report to,
     nobody to train for); any other error sends ``ErrorRecord(source, traceback)`` and exits 1. What ``body``
     registers on ``guard.cleanups`` runs at the end either way. ``trainer_timeout``: the trainer's silence
-    after which the child stops (the run's ``hang_timeout``)."""
-    guard = ChildGuard(heartbeats, slot, "a3c-" + source.replace(" ", "-"), trainer_timeout)
+    after which the child stops (the run's ``hang_timeout``); ``hangup_ignored``: SIGHUP stays ignored
+    (the trainer's own, under ``nohup``). A child that stopped for a silent trainer exits ``TRAINER_LOST``."""
+    guard = ChildGuard(heartbeats, slot, "a3c-" + source.replace(" ", "-"), trainer_timeout, hangup_ignored)
     # Run by multiprocessing at this process's exit, once the target has returned: without it the shared
     # state it was given stays referenced until os._exit, and the trainer's CUDA blocks would count as still
     # in use by this process (torch's CUDA IPC reference counts; docs/gpu.md).
@@ -166,3 +179,5 @@ def run_child(
     finally:
         for cleanup in reversed(guard.cleanups):
             cleanup()
+    if guard.trainer_lost:
+        sys.exit(TRAINER_LOST)

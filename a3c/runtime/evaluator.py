@@ -21,6 +21,7 @@ from a3c.algo.learner import pull_weights
 from a3c.algo.normalize import RunningMeanStd
 from a3c.algo.optim import flat_view, flatten_parameters
 from a3c.core.config import Config
+from a3c.core.devices import model_device, use_device
 from a3c.core.records import EvalRecord
 from a3c.rundir.checkpoints import (
     checkpoint_payload,
@@ -270,6 +271,7 @@ def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: 
     config, stop = shared.config, shared.stop
 
     def body(guard: ChildGuard) -> None:
+        use_device(model_device(shared.model))
         evaluator = Evaluator(shared, seed, best_mean)
         guard.cleanups.append(evaluator.close)
         cut_short = lambda: guard.should_exit() or stop.is_set()  # noqa: E731
@@ -292,4 +294,6 @@ def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: 
             if record is not None:
                 conn.send(record)
 
-    run_child("evaluator", shared.heartbeats, config.workers, conn, body, config.hang_timeout)
+    run_child(
+        "evaluator", shared.heartbeats, config.workers, conn, body, config.hang_timeout, shared.hangup_ignored
+    )

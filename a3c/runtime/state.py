@@ -35,6 +35,7 @@ class SharedState:
     ``start_time.elapsed()``, monotonic: ``a3c.runtime.run_clock``).
     code: the user's objects the config names that a child cannot import by name (``a3c.core.user_code``),
     registered in each child as it unpickles this.
+    hangup_ignored: the trainer was started with SIGHUP ignored (``nohup``): its children ignore it too.
     """
 
     config: Config
@@ -49,6 +50,7 @@ class SharedState:
     obs_stats: SharedObsStats | None = None
     reward_stats: SharedObsStats | None = None
     code: CodeBook = field(default_factory=CodeBook)
+    hangup_ignored: bool = False
 
     def clock(self) -> tuple[int, int, float]:
         """The run so far, all workers: (updates, env steps, seconds of its wall time), a Learner's clock.

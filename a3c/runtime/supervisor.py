@@ -26,6 +26,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from a3c.core.records import ErrorRecord
+from a3c.runtime.child import TRAINER_LOST
 from a3c.runtime.counters import Heartbeats
 from a3c.runtime.pipe import RecordReader
 from a3c.runtime.silence import SilenceWatch
@@ -170,6 +171,10 @@ class Supervisor:
         for child in self.children:
             if stopped() or self.failure is not None:
                 return
+            if child.process.exitcode == TRAINER_LOST:  # it waited for us in vain: no fault of its own
+                self._receive(child, None)
+                self._restart_after_trainer_silence(child)
+                continue
             if child.process.exitcode is not None:
                 self._receive(child, None)  # its ErrorRecord, if it sent one before dying
                 reason = f"{child.spec.name} died with exit code {child.process.exitcode}"
@@ -186,6 +191,20 @@ class Supervisor:
             else:
                 continue
             self._crashed(child, reason)
+
+    def _restart_after_trainer_silence(self, child: Child) -> None:
+        """Start again a child that stopped because this trainer was silent (a long callback, checkpoint
+        or final evaluation, a stopped trainer): counted in ``restarts``, not against the restart budget."""
+        if child.reader is not None:
+            child.reader.close()
+            child.reader = None
+        self.restarts += 1
+        print(
+            f"warning: {child.spec.name} stopped while the trainer was silent; restarting it",
+            file=sys.stderr,
+            flush=True,
+        )
+        self._start(child)
 
     def _silent_for(self, child: Child) -> float | None:
         """The timeout a child has exceeded without a heartbeat (None while it is fine)."""

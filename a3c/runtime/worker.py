@@ -9,6 +9,7 @@ from multiprocessing.connection import Connection
 
 from a3c.algo.learner import Learner
 from a3c.algo.metrics import MetricsWindow
+from a3c.core.devices import model_device, use_device
 from a3c.core.records import EpisodeRecord, MetricsRecord
 from a3c.runtime.child import ChildGuard, run_child
 from a3c.runtime.counters import StopReason
@@ -68,6 +69,7 @@ def worker_main(worker_id: int, shared: SharedState, conn: Connection, seed: int
     pipe to the trainer); the child shell (``run_child``) reports an error and exits 1."""
 
     def body(guard: ChildGuard) -> None:
+        use_device(model_device(shared.model))
         obs, rewards = shared.obs_stats, shared.reward_stats
         learner = Learner(
             shared.config,
@@ -82,4 +84,12 @@ def worker_main(worker_id: int, shared: SharedState, conn: Connection, seed: int
         window = MetricsWindow(worker_id, every_steps=shared.config.metrics_interval_steps)
         run_learner(worker_id, learner, shared, conn.send, window, should_exit=guard.should_exit)
 
-    run_child(f"worker {worker_id}", shared.heartbeats, worker_id, conn, body, shared.config.hang_timeout)
+    run_child(
+        f"worker {worker_id}",
+        shared.heartbeats,
+        worker_id,
+        conn,
+        body,
+        shared.config.hang_timeout,
+        shared.hangup_ignored,
+    )

@@ -106,7 +106,7 @@ class Trainer:
             code.save(self.run_dir)
             self.start_time = RunClock.started(wall_before)  # wall_time continues across a resume
             self.shared = dataclasses.replace(
-                state, run_dir=self.run_dir, start_time=self.start_time, code=code
+                state, run_dir=self.run_dir, start_time=self.start_time, code=code, hangup_ignored=nohup()
             )
             self.monitor = RunMonitor(config, run_dir, self.counters, self.start_time, show_progress, serial)
             self.monitor.health = learning_health(config, info)
@@ -127,9 +127,10 @@ class Trainer:
 
     def run(self) -> int:
         """Train until the target, a budget, a signal or a failure; write last.pt and summary.json."""
-        old_handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+        stop_signals = [s for s in STOP_SIGNALS if not (s == signal.SIGHUP and self.shared.hangup_ignored)]
+        old_handlers = {s: signal.getsignal(s) for s in stop_signals}
         try:
-            for s in STOP_SIGNALS:
+            for s in stop_signals:
                 signal.signal(s, self._on_signal)
             try:
                 self._start_callbacks()
@@ -355,6 +356,11 @@ class Trainer:
         self.monitor.close()
         show(lambda: print(format_summary(summary, self.run_dir), flush=True))
         return exit_code
+
+
+def nohup() -> bool:
+    """Whether this process was started with SIGHUP ignored (``nohup``): a hangup is then no stop."""
+    return signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
 
 
 def show(output: Callable[[], None]) -> None:

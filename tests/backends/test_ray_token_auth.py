@@ -204,6 +204,7 @@ def test_node_mode_judges_again_on_the_updates_a_group_made_over_all_its_incarna
     carried, slots = np.zeros((3, 2), np.int64), np.zeros((3, 2), np.int64)
     run.groups = SimpleNamespace(counts=lambda: carried + slots, slots=slots, restarts=0)
     run.eval_loop = SimpleNamespace(restarts=0)
+    run.shard_epochs = [0]  # no shard rebuilt
     for updates in ([0, 0], [10, 10], [20, 20]):  # judged once both pushed
         slots[1], run.next_drain = updates, 0.0  # a drain due at every poll
         run.poll(0.0)

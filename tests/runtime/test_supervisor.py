@@ -24,7 +24,7 @@ from a3c.runtime.context import child_context
 from a3c.runtime.counters import Heartbeats, StopReason, StopSignal
 from a3c.runtime.pipe import RecordReader
 from a3c.runtime.supervisor import ChildSpec, Supervisor
-from tests.support.supervised_child import payload, send_records
+from tests.support.supervised_child import payload, send_records, stop_once_as_if_the_trainer_were_silent
 
 LARGE = [
     3 << 20,
@@ -286,5 +286,23 @@ def test_a_child_stopped_mid_record_is_killed_as_hung_and_restarted(capsys):
         assert supervisor.failure is None and supervisor.restarts == 1
         # Nothing of the half-written record, all of the restarted child's records, whole.
         assert received == [(1, i, payload(1, i, size)) for i, size in enumerate(sizes)]
+    finally:
+        finish(supervisor, stop)
+
+
+@pytest.mark.slow
+def test_a_child_that_stopped_for_a_silent_trainer_is_restarted_outside_the_restart_budget(capsys):
+    heartbeats, stop, received = Heartbeats(1), StopSignal(), []
+    kwargs = lambda restart, writer: dict(  # noqa: E731
+        heartbeats=heartbeats, slot=0, conn=writer, restart=restart, stop=stop
+    )
+    spec = ChildSpec("sender", 0, stop_once_as_if_the_trainer_were_silent, kwargs)
+    supervisor = Supervisor(child_context(), [spec], heartbeats, received.append, 0, HANG_S)  # no budget
+    try:
+        supervisor.start_all()
+        step = lambda: supervisor.poll(0.2, stop.is_set)  # noqa: E731
+        until(lambda: len(received) == 2 or supervisor.failure is not None, step)
+        assert (supervisor.failure, supervisor.restarts, received) == (None, 1, [(0,), (1,)])
+        assert "sender stopped while the trainer was silent; restarting it" in capsys.readouterr().err
     finally:
         finish(supervisor, stop)

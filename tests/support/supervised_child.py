@@ -60,3 +60,21 @@ def send_records(
     while not stop.is_set() and time.monotonic() < deadline:
         heartbeats.beat(slot)
         time.sleep(StopSignal.POLL_S)  # how a real child polls the stop flag
+
+
+def stop_once_as_if_the_trainer_were_silent(
+    heartbeats: Heartbeats, slot: int, conn: Connection, restart: int, stop: StopSignal
+) -> None:
+    """Send ``(restart,)``; on the first start then exit as a child does that found its trainer silent
+    (``TRAINER_LOST``), on later ones beat until ``stop`` is set."""
+    from a3c.runtime.child import TRAINER_LOST
+
+    heartbeats.beat(slot)
+    conn.send((restart,))
+    if restart == 0:
+        conn.close()
+        os._exit(TRAINER_LOST)
+    deadline = time.monotonic() + LIFETIME_S
+    while not stop.is_set() and time.monotonic() < deadline:
+        heartbeats.beat(slot)
+        time.sleep(StopSignal.POLL_S)  # how a real child polls the stop flag

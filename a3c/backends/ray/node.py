@@ -11,6 +11,7 @@ and each ``drain`` from the driver brings the other nodes' slots, so the workers
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 import uuid
 from typing import Any
@@ -29,11 +30,17 @@ from a3c.core.records import ErrorRecord
 from a3c.core.spaces import Spaces
 from a3c.rundir.resume import restore_optimizer
 from a3c.runtime.context import child_context
-from a3c.runtime.counters import StopReason
+from a3c.runtime.counters import Heartbeats, StopReason
 from a3c.runtime.state import build_state
 from a3c.runtime.supervisor import STARTUP_TIMEOUT_S, Supervisor
 
 STOP_GRACE_S = 3.0  # the node's workers get this long to finish their update once stopped
+
+
+def beat_until(heartbeats: Heartbeats, stopped: threading.Event, every_s: float = 1.0) -> None:
+    """Beat the trainer's heartbeat slot every ``every_s`` seconds until ``stopped`` is set."""
+    while not stopped.wait(every_s):
+        heartbeats.beat(heartbeats.trainer)
 
 
 @ray.remote(num_cpus=0)
@@ -93,6 +100,10 @@ class NodeGroup:
         self.syncer.generation = self.generation
         self.supervisor.start_all()
         self.syncer.start()
+        # The workers watch their trainer's heartbeat; here that is this actor, which the driver may not
+        # call for a while (it waits on a hung shard for --hang-timeout): the actor beats it while it lives.
+        self.beating = threading.Event()
+        threading.Thread(target=beat_until, args=(shared.heartbeats, self.beating), daemon=True).start()
         self.started = True
 
     def _shard_failed(self) -> None:
@@ -167,6 +178,7 @@ class NodeGroup:
         if not self.started:
             return
         self.shared.stop.stop(StopReason(reason))
+        self.beating.set()
         deadline = time.monotonic() + STOP_GRACE_S
         self.supervisor.stop_all(lambda: deadline)
         self.syncer.stop()
