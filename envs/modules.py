@@ -112,9 +112,9 @@ def current_directory_file(module: str) -> str | None:
     if top in sys.modules:
         return None
     untrusted = untrusted_folders()
-    # An installed folder that is the current directory itself (a flat project installed with pip -e, run
-    # from its root) does not make every file there installed.
-    installed = [folder for folder in installed_folders() if folder not in untrusted]
+    # An installed folder that is the current directory or holds it (a flat project installed with pip -e,
+    # run from its root or a folder below) does not make every file there installed.
+    installed = [f for f in installed_folders() if not any(_within_any(u, [f]) for u in untrusted)]
     for found in module_files(top):
         if _within_any(found, untrusted) and not _within_any(found, installed):
             return found

@@ -94,6 +94,8 @@ def test_a_project_installed_with_pip_e_is_installed_unless_it_is_the_current_di
     assert not from_current_directory("proj_envs")  # pip install -e of a src layout, run from its root
     monkeypatch.setattr(modules, "installed_folders", lambda: [*installed, str(in_folder)])
     assert from_current_directory("proj_envs")  # a flat project: the folder itself installed
+    monkeypatch.setattr(modules, "installed_folders", lambda: [*installed, str(in_folder.parent)])
+    assert from_current_directory("proj_envs")  # ... or a folder that holds it (run from below its root)
 
 
 @pytest.mark.parametrize("entry", [".", "{cwd}", "{cwd}/sub", "{link}"])
