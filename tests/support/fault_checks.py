@@ -15,9 +15,14 @@ RESUME_STEPS = 2000  # what the check's resume adds to the run
 
 
 def csv_problems(run_dir: Path) -> list[str]:
-    """What is wrong with the run's CSVs: global_step or wall_time going back (episodes, evaluations; a
-    worker's rows in metrics), a repeated evaluation or metrics row."""
+    """What is wrong with the run's CSVs: a torn last row (no newline at the end: a write cut short, by a
+    full disk), global_step or wall_time going back (episodes, evaluations; a worker's rows in metrics), a
+    repeated evaluation or metrics row."""
     problems = []
+    for name in ("episodes.csv", "eval.csv", "metrics.csv"):
+        path = run_dir / name
+        if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+            problems.append(f"{name}: a torn last row")
     for name in ("episodes.csv", "eval.csv"):
         path = run_dir / name
         if not path.exists():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -266,6 +267,13 @@ def select(stages: str | None, kinds: str | None) -> list[tuple[str, str]]:
     return chosen
 
 
+def _children_cpu() -> float:
+    """CPU seconds of the processes this one started and waited for, theirs included (a trainer killed
+    outright leaves its children uncounted: a lower bound)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``--rounds`` rounds (stage and kind cycle through every pair, the moment is random); 0 when every
     round's checks held."""
@@ -294,14 +302,19 @@ def main(argv: list[str] | None = None) -> int:
         # A tune trial lasts 6 s: on a loaded machine it may end before 200 episodes, and the kill must come
         # while it runs.
         rows = rng.randint(5, 20 if stage == "tune" else 200)
-        began = time.monotonic()
+        began, cpu = time.monotonic(), _children_cpu()
         try:
             ok, line = one_round(index, stage, kind, rows, options.out, rng)
         except (Exception, pytest.fail.Exception) as exc:  # a wait that failed, a worker gone: this round's
             ok, line = False, f"{stage:<6} {kind:<24} after {rows:>3} rows: {type(exc).__name__}: {exc}"
         passed += ok
-        print(f"{index:>2} {'PASS' if ok else 'FAIL'} {time.monotonic() - began:>4.0f} s {line}", flush=True)
-    print(f"{passed}/{options.rounds} rounds passed in {time.monotonic() - started:.0f} s", flush=True)
+        took = f"{time.monotonic() - began:>4.0f} s {_children_cpu() - cpu:>3.0f} cpu-s"
+        print(f"{index:>2} {'PASS' if ok else 'FAIL'} {took} {line}", flush=True)
+    print(
+        f"{passed}/{options.rounds} rounds passed in {time.monotonic() - started:.0f} s "
+        f"({_children_cpu():.0f} CPU-s of the processes it waited for: a lower bound)",
+        flush=True,
+    )
     return 0 if passed == options.rounds else 1
 
 

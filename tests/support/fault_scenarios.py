@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.support.commands import end, popen_a3c, run_a3c, wait_until
 from tests.support.fault_checks import check_run, checkpoint_bounds, last_step, one_error_line, snapshot
-from tests.support.processes import left_behind, processes_with_token
+from tests.support.processes import left_behind
 from tests.support.run_files import data_rows
 
 TRAIN = "train --env CartPole-v1 --workers 2 --target-return 1e9 --quiet --set checkpoint_interval=0.5"
@@ -271,24 +271,22 @@ def fill_disk(run_dir: Path) -> str:
 
 
 def ray_round(r: Round) -> tuple[str, int, list[str]]:
-    """Node mode: a run on a Ray cluster of its own; SIGKILL a parameter shard (``ray::ParamShard``) or a
-    node group (``ray::NodeGroup``) once it has logged ``r.rows`` episodes. The run must go on (20 more
-    episodes logged: a group replaced, a shard restored from the live groups), then a SIGTERM ends it; the
-    run dir resumes as any other."""
-    title = {"shard": "ray::ParamShard", "group": "ray::NodeGroup"}[r.kind]
+    """Node mode: a run on a Ray cluster of its own (a node group of 2 workers, one parameter shard);
+    SIGKILL its parameter shard (``ray::ParamShard``) or its node group (``ray::NodeGroup``) once it has
+    logged ``r.rows`` episodes. The run must go on (20 more episodes logged: a group replaced, a shard
+    restored from the live groups), then a SIGTERM ends it (143); the run dir resumes as any other."""
+    from tests.support.ray_head import actor_processes
+
+    actor = {"shard": "ParamShard", "group": "NodeGroup"}[r.kind]
     args = [*TRAIN.split(), "--backend", "ray", "--max-steps", "10000000", "--run-dir", str(r.run_dir)]
     proc = popen_a3c(*args, token=r.token)
     problems: list[str] = []
     try:
         wait_until(proc, lambda: data_rows(r.run_dir / "episodes.csv") >= r.rows, timeout=300)
         wait_until(proc, lambda: (r.run_dir / "checkpoints" / "last.pt").exists(), timeout=120)
-        victims = sorted(p for p in processes_with_token(r.token) if _title(p).startswith(title))
+        victims = sorted(actor_processes(r.token, actor))
         if not victims:
-            return (
-                f"no {title} process",
-                0,
-                [f"no {title} among the run's processes"],
-            )
+            return f"no ray::{actor}", 0, [f"no ray::{actor} among the run's processes"]
         os.kill(r.rng.choice(victims), signal.SIGKILL)
         now = data_rows(r.run_dir / "episodes.csv")
         wait_until(proc, lambda: data_rows(r.run_dir / "episodes.csv") >= now + 20, timeout=300)
@@ -299,11 +297,4 @@ def ray_round(r: Round) -> tuple[str, int, list[str]]:
     if code != 143:
         problems.append(f"exit {code}, expected 143")
     problems += _left(r)
-    return f"SIGKILL {title}", code, problems + check_run(r.run_dir, r.token)
-
-
-def _title(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
-    except OSError:
-        return ""
+    return f"SIGKILL ray::{actor}", code, problems + check_run(r.run_dir, r.token)
