@@ -27,18 +27,19 @@ def csv_problems(run_dir: Path) -> list[str]:
         path = run_dir / name
         if not path.exists():
             continue
-        rows = list(csv.DictReader(path.open()))
-        keys = [(float(r["wall_time"]), int(r["global_step"])) for r in rows]
+        keys = [key for row in csv.DictReader(path.open()) if (key := _key(row)) is not None]
         if any(b[0] < a[0] or b[1] < a[1] for a, b in zip(keys, keys[1:], strict=False)):
             problems.append(f"{name}: wall_time or global_step goes back")
         if name == "eval.csv" and len(set(keys)) != len(keys):
             problems.append(f"{name}: a repeated row")
     if (run_dir / "metrics.csv").exists():
-        rows = list(csv.reader((run_dir / "metrics.csv").open()))[1:]
+        rows = [r for r in list(csv.reader((run_dir / "metrics.csv").open()))[1:] if len(r) > 2]
         if len({tuple(r) for r in rows}) != len(rows):
             problems.append("metrics.csv: a repeated row")
         last: dict[str, int] = {}
         for row in rows:
+            if not row[1].isdigit():
+                continue  # a torn row, named above
             step = int(row[1])
             if step < last.get(row[2], -1):
                 problems.append(f"metrics.csv: worker {row[2]}'s global_step goes back")
@@ -47,9 +48,21 @@ def csv_problems(run_dir: Path) -> list[str]:
     return problems
 
 
+def _key(row: dict[str, str | None]) -> tuple[float, int] | None:
+    """(wall_time, global_step) of a CSV row; None for a torn one (named by ``csv_problems``)."""
+    try:
+        return float(row["wall_time"] or ""), int(row["global_step"] or "")
+    except (ValueError, KeyError):
+        return None
+
+
 def snapshot(run_dir: Path) -> dict[str, list[dict[str, str]]]:
-    """The rows of the run's continuous CSVs now (those that exist)."""
-    return {name: csv_rows(run_dir / name) for name in CONTINUOUS if (run_dir / name).exists()}
+    """The rows of the run's continuous CSVs now (those that exist; a torn row left out)."""
+    return {
+        name: [row for row in csv_rows(run_dir / name) if _key(row) is not None]
+        for name in CONTINUOUS
+        if (run_dir / name).exists()
+    }
 
 
 def checkpoint_bounds(path: Path) -> tuple[int, float]:
@@ -71,13 +84,17 @@ def check_run(
     before: dict[str, list[dict[str, str]]] | None = None,
     bounds: tuple[int, float] | None = None,
     warning: str | None = None,
+    mended_by_resume: bool = False,
 ) -> list[str]:
     """The run dir loads (a3c evaluate), resumes for RESUME_STEPS more steps, and keeps its CSVs in order:
     exactly the rows the resumed checkpoint covers kept (``assert_continuous``), the rest new.
 
     ``before``: the rows to hold the CSVs to (default: as they are now); ``bounds``: the (global_step,
     wall_time) of the checkpoint the resume must continue from (default: last.pt's, which must load);
-    ``warning``: text the resume must print on stderr (a fallback it makes)."""
+    ``warning``: text the resume must print on stderr (a fallback it makes); ``mended_by_resume``: the run
+    dir may need the resume to become whole (a damaged last.pt, an interrupted --force), so a3c evaluate
+    runs after it instead of before."""
+    mended_by_resume = mended_by_resume or warning is not None
     problems = csv_problems(run_dir)
     if bounds is None:
         if not (run_dir / "checkpoints" / "last.pt").exists():
@@ -88,18 +105,18 @@ def check_run(
             return [*problems, f"last.pt: {exc}"]
     step, wall = bounds
     before = snapshot(run_dir) if before is None else before
-    if warning is None:  # with a damaged last.pt, evaluate after the resume has mended it
+    if not mended_by_resume:
         problems += _evaluate(run_dir, token)
-    target = last_step(run_dir) + RESUME_STEPS
+    target = max(last_step(run_dir), step) + RESUME_STEPS
     resume = ["train", "--resume", str(run_dir), "--max-steps", str(target), "--max-seconds", "100000"]
     resumed = run_a3c(*resume, "--quiet", token=token)
     if resumed.returncode != 0:
         problems.append(f"resume exit {resumed.returncode}: {resumed.stderr.strip()[-200:]}")
     elif read_json(run_dir / "summary.json")["total_steps"] < target:
         problems.append("resume stopped short of its step budget")
-    if warning is not None:
-        if warning not in resumed.stderr:
-            problems.append(f"the resume printed no {warning!r}: {resumed.stderr.strip()[-200:]!r}")
+    if warning is not None and warning not in resumed.stderr:
+        problems.append(f"the resume printed no {warning!r}: {resumed.stderr.strip()[-200:]!r}")
+    if mended_by_resume:
         problems += _evaluate(run_dir, token)
     for name, rows in before.items():
         try:

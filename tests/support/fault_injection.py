@@ -135,7 +135,7 @@ def run_and_fault(r: Round) -> tuple[str, int, list[str]]:
         args = ["train", "--resume", str(run_dir), "--max-steps", "10000000", "--quiet"]
     else:
         args = [*TRAIN.split(), "--max-steps", "10000000", "--run-dir", str(run_dir)]
-    if r.kind in ("evaluator-stop", "group-stop", "group-hup") and r.stage != "tune":
+    if r.kind in ("evaluator-stop", "group-stop") and r.stage != "tune":
         args += ["--hang-timeout", str(HANG_TIMEOUT)]
     problems: list[str] = []
     start_rows = data_rows(watched / "episodes.csv")

@@ -190,7 +190,7 @@ def force_killed(r: Round) -> tuple[str, int, list[str]]:
     if bounds is not None and bounds != old_bounds:
         return what + ": the new run", code, problems + check_run(r.run_dir, r.token)
     # The old run, in place or to be restored by the next resume, must come back whole.
-    found = check_run(r.run_dir, r.token, old, old_bounds, warning="")
+    found = check_run(r.run_dir, r.token, old, old_bounds, mended_by_resume=True)
     if found:
         problems.append("neither the old nor the new run is whole: " + "; ".join(found))
     return what + ": the old run", code, problems
