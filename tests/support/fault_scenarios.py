@@ -160,10 +160,11 @@ def force_killed(r: Round) -> tuple[str, int, list[str]]:
     old_inode = _inode(r.run_dir / "episodes.csv")
     moment = r.rng.choice(["claim", "rows"])
 
-    def claimed() -> bool:
+    def claimed() -> bool:  # the old run's summary.json stays gone until the new run ends (it never does)
         return (
-            _inode(r.run_dir / "episodes.csv") != old_inode
+            not (r.run_dir / "summary.json").exists()
             or not (r.run_dir / "checkpoints" / "last.pt").exists()
+            or _inode(r.run_dir / "episodes.csv") != old_inode
         )
 
     def new_rows() -> bool:
