@@ -233,25 +233,39 @@ def lock_deleted(r: Round, proc: subprocess.Popen) -> tuple[str, int, list[str]]
     return "lock file deleted, second writer", code, problems
 
 
-@contextlib.contextmanager
-def mounted_small_disk(run_dir: Path) -> Iterator[str | None]:
-    """``run_dir`` on a tmpfs of DISK_SIZE (root only: ``mount -t tmpfs -o size=4m tmpfs RUN_DIR``), so
-    that the disk can really fill (ENOSPC from the kernel, not a patched call); yields None, or why the
-    machine allows none. Afterwards its files are copied beside it (RUN_DIR-disk) and it is unmounted."""
-    run_dir.mkdir(parents=True)
+def small_disk_refused(folder: Path) -> str | None:
+    """Why this machine gives no small file system to fill (None: it does): a tmpfs mount needs root
+    (``mount -t tmpfs -o size=4m tmpfs RUN_DIR``; in a container, CAP_SYS_ADMIN too). Tried once, on a
+    folder of its own under ``folder``."""
     if os.geteuid() != 0:
-        yield "ENOSPC needs a small filesystem: run as root (mount -t tmpfs -o size=4m tmpfs RUN_DIR)"
-        return
+        return "a full disk needs a small file system of its own: run as root (mount -t tmpfs)"
+    probe = folder / ".mount-probe"
+    probe.mkdir(parents=True)
+    try:
+        with mounted_small_disk(probe, keep=False):
+            return None
+    except OSError as exc:
+        return str(exc)
+    finally:
+        probe.rmdir()
+
+
+@contextlib.contextmanager
+def mounted_small_disk(run_dir: Path, keep: bool = True) -> Iterator[None]:
+    """``run_dir`` on a tmpfs of DISK_SIZE (root only: ``mount -t tmpfs -o size=4m tmpfs RUN_DIR``), so
+    that the disk can really fill (ENOSPC from the kernel, not a patched call); OSError when the mount is
+    refused. Afterwards (``keep``) its files are copied beside it (RUN_DIR-disk), and it is unmounted."""
+    run_dir.mkdir(parents=True, exist_ok=True)
     mount = ["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(run_dir)]
     made = subprocess.run(mount, capture_output=True, text=True, timeout=30)
     if made.returncode != 0:
-        yield f"{' '.join(mount)} failed: {made.stderr.strip()}"
-        return
+        raise OSError(f"{' '.join(mount)} failed: {made.stderr.strip()}")
     try:
-        yield None
+        yield
     finally:
-        with contextlib.suppress(OSError):
-            shutil.copytree(run_dir, run_dir.with_name(run_dir.name + "-disk"), symlinks=True)
+        if keep:
+            with contextlib.suppress(OSError):
+                shutil.copytree(run_dir, run_dir.with_name(run_dir.name + "-disk"), symlinks=True)
         subprocess.run(["umount", "--lazy", str(run_dir)], capture_output=True, timeout=30)
 
 
