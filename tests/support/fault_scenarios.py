@@ -288,8 +288,9 @@ def fill_disk(run_dir: Path) -> str:
 def ray_round(r: Round) -> tuple[str, int, list[str]]:
     """Node mode: a run on a Ray cluster of its own (a node group of 2 workers, one parameter shard);
     SIGKILL its parameter shard (``ray::ParamShard``) or its node group (``ray::NodeGroup``) once it has
-    logged ``r.rows`` episodes. The run must go on (20 more episodes logged: a group replaced, a shard
-    restored from the live groups), then a SIGTERM ends it (143); the run dir resumes as any other."""
+    logged ``r.rows`` episodes. The run must go on (20 more episodes logged and a checkpoint saved: a group
+    replaced, a shard restored from the live groups), then a SIGTERM ends it (143); the run dir resumes as
+    any other."""
     from tests.support.ray_head import actor_processes
 
     actor = {"shard": "ParamShard", "group": "NodeGroup"}[r.kind]
@@ -303,8 +304,10 @@ def ray_round(r: Round) -> tuple[str, int, list[str]]:
         if not victims:
             return f"no ray::{actor}", 0, [f"no ray::{actor} among the run's processes"]
         os.kill(r.rng.choice(victims), signal.SIGKILL)
-        now = data_rows(r.run_dir / "episodes.csv")
+        # Going on: 20 more episodes and a checkpoint taken after the kill (it needs every shard's slice).
+        now, inode = data_rows(r.run_dir / "episodes.csv"), _inode(r.run_dir / "checkpoints" / "last.pt")
         wait_until(proc, lambda: data_rows(r.run_dir / "episodes.csv") >= now + 20, timeout=300)
+        wait_until(proc, lambda: _inode(r.run_dir / "checkpoints" / "last.pt") != inode, timeout=300)
         os.kill(proc.pid, signal.SIGTERM)
         code = proc.wait(timeout=180)
     finally:
