@@ -259,10 +259,10 @@ def select(stages: str | None, kinds: str | None) -> list[tuple[str, str]]:
     wanted_kinds = set(kinds.split(",")) if kinds else {k for _, k in pairs}
     unknown = (wanted_stages - {s for s, _ in pairs}) | (wanted_kinds - {k for _, k in pairs})
     if unknown:
-        raise SystemExit(f"error: unknown stage or kind {sorted(unknown)}; pairs: {pairs}")
+        raise ValueError(f"unknown stage or kind {sorted(unknown)}; the pairs: {pairs}")
     chosen = [(s, k) for s, k in pairs if s in wanted_stages and k in wanted_kinds]
     if not chosen:
-        raise SystemExit(f"error: no (stage, kind) pair of {pairs} fits --stages {stages} --kinds {kinds}")
+        raise ValueError(f"no (stage, kind) pair of {pairs} fits --stages {stages} --kinds {kinds}")
     return chosen
 
 
@@ -283,7 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stages", default=None, help="comma-separated (default: all but ray)")
     parser.add_argument("--kinds", default=None, help="comma-separated (default: all)")
     options = parser.parse_args(argv)
-    chosen = select(options.stages, options.kinds)
+    try:
+        chosen = select(options.stages, options.kinds)
+    except ValueError as exc:
+        parser.error(str(exc))  # exit 2
     seed = random.SystemRandom().randrange(10**6) if options.seed is None else options.seed
     picked = "".join(f" --{n} {v}" for n, v in (("stages", options.stages), ("kinds", options.kinds)) if v)
     replay = f"--rounds {options.rounds} --seed {seed}{picked} --out runs/faults/replay-{seed}"
