@@ -90,6 +90,8 @@ KIND_CHECKS = {
     "trim": "a second resume still gives continuous rows",
     "damaged-last": "the resume falls back to the newest intact step-*.pt with a warning",
     "force": "the old run or the new one complete, never neither",
+    "shard": "the run goes on (20 episodes and a checkpoint after the kill); SIGTERM: 143",
+    "group": "the run goes on (20 episodes and a checkpoint after the kill); SIGTERM: 143",
 }
 
 
@@ -282,7 +284,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("runs") / "faults")
     parser.add_argument("--stages", default=None, help="comma-separated (default: all but ray)")
     parser.add_argument("--kinds", default=None, help="comma-separated (default: all)")
+    parser.add_argument("--list", action="store_true", help="print the pairs and what each checks, and exit")
     options = parser.parse_args(argv)
+    if options.list:
+        for stage, kind in [*PAIRS, *OPTIONAL_PAIRS]:
+            default = "" if (stage, kind) in PAIRS else "  (--stages ray only)"
+            promise = KIND_CHECKS.get("force" if stage == "force" else kind, f"exit {EXIT_CODES.get(kind)}")
+            print(f"{stage:<6} {kind:<15} {promise}{default}")
+        return 0
     try:
         chosen = select(options.stages, options.kinds)
     except ValueError as exc:
