@@ -164,10 +164,11 @@ def run_and_fault(r: Round) -> tuple[str, int, list[str]]:
         what = kill(proc, r.kind, r.rng)
         what += _after_kill(r, proc, before, watched, problems)
         code = proc.wait(timeout=120)
+        stderr = proc.communicate(timeout=10)[1]
     finally:
         end(proc)
     if code != EXIT_CODES[r.kind]:
-        problems.append(f"exit {code}, expected {EXIT_CODES[r.kind]}")
+        problems.append(f"exit {code}, expected {EXIT_CODES[r.kind]} (stderr: {stderr.strip()[-300:]!r})")
     summary = run_dir / "summary.json"
     if r.kind == "group-stop" and summary.exists() and read_json(summary).get("restarts") != 0:
         problems.append(f"summary restarts {read_json(summary).get('restarts')}, expected 0")

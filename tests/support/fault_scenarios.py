@@ -310,9 +310,10 @@ def ray_round(r: Round) -> tuple[str, int, list[str]]:
         wait_until(proc, lambda: _inode(r.run_dir / "checkpoints" / "last.pt") != inode, timeout=300)
         os.kill(proc.pid, signal.SIGTERM)
         code = proc.wait(timeout=180)
+        stderr = proc.communicate(timeout=10)[1]
     finally:
         end(proc)
     if code != 143:
-        problems.append(f"exit {code}, expected 143")
+        problems.append(f"exit {code}, expected 143 (stderr: {stderr.strip()[-300:]!r})")
     problems += _left(r)
     return f"SIGKILL ray::{actor}", code, problems + check_run(r.run_dir, r.token)
