@@ -23,7 +23,7 @@ from tests.support.processes import left_behind
 from tests.support.run_files import data_rows
 
 TRAIN = "train --env CartPole-v1 --workers 2 --target-return 1e9 --quiet --set checkpoint_interval=0.5"
-LOGS = ("episodes.csv", "eval.csv", "metrics.csv")  # what a resume trims, in its order
+LOGS = ("eval.csv", "metrics.csv", "episodes.csv")  # what a resume trims (a3c.rundir.resume.LOGS)
 DISK_SIZE = "4m"  # the tmpfs of the full-disk round: a CartPole run's files and checkpoints fit, with room
 
 
@@ -75,8 +75,8 @@ def _left(r: Round) -> list[str]:
 
 def kill_trim(r: Round) -> tuple[str, int, list[str]]:
     """SIGKILL a run once it has logged rows past its checkpoint, resume it and SIGKILL the resume at its
-    trim (the first CSV rewritten: a temp file beside it, or the file renamed over); a second resume must
-    keep exactly the rows the checkpoint covers, as if the first had never started."""
+    trim (one of its CSVs, at random, seen being rewritten: its temp file, or the file renamed over); a
+    second resume must keep exactly the rows the checkpoint covers, as if the first had never started."""
     proc = popen_a3c(*TRAIN.split(), "--max-steps", "10000000", "--run-dir", str(r.run_dir), token=r.token)
     try:
         wait_until(proc, lambda: data_rows(r.run_dir / "episodes.csv") >= r.rows, timeout=180)
@@ -89,12 +89,14 @@ def kill_trim(r: Round) -> tuple[str, int, list[str]]:
     before, bounds = snapshot(r.run_dir), checkpoint_bounds(r.run_dir / "checkpoints" / "last.pt")
     inodes = {name: _inode(r.run_dir / name) for name in LOGS}
 
+    # The moment: one CSV of the trim, at random, seen being rewritten (its temp file) or renamed over.
+    name = r.rng.choice([n for n in LOGS if inodes[n] is not None])
+
     def trimming() -> str | None:
-        for name in LOGS:
-            if (r.run_dir / f".{name}.trim").exists():
-                return f"{name} being rewritten"
-            if _inode(r.run_dir / name) != inodes[name]:
-                return f"{name} rewritten"
+        if (r.run_dir / f".{name}.trim").exists():
+            return f"{name} being rewritten"
+        if _inode(r.run_dir / name) != inodes[name]:
+            return f"{name} rewritten"
         return None
 
     resume = popen_a3c(
