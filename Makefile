@@ -170,12 +170,19 @@ test-fast: $(DEV_STAMP)
 test-learning: $(DEV_STAMP)
 	A3C_REQUIRE_EXTRAS=1 $(BIN)/python -m pytest tests/learning --learning -p no:cacheprovider
 
-# Fault injection: 20 rounds that kill the trainer, a worker or the whole process group at a random moment of
-# a run, a resume or a tune study, then check that the run dir loads, resumes and keeps its CSVs in order, and
-# that nothing is left running (tests/support/fault_injection.py; about 5 minutes on 2 cores). CI runs 4 rounds.
-FAULT_ROUNDS ?= 20
+# Fault injection: 40 rounds (two cycles of its 21 faults, in a random order) that kill, stop or hang up the
+# trainer, a worker, the evaluator or the whole process group of a run, a resume or a tune study at a random
+# moment, delete the lock file, fill the disk (a tmpfs run dir, as root), damage last.pt, kill a resume at
+# its trim and a --force over an earlier run; then check the exit code, that the run dir loads, resumes and
+# keeps its CSVs in order, and that nothing is left running (tests/support/fault_injection.py; about 8
+# minutes on 2 quiet cores). It prints its seed first: FAULT_SEED=N replays one; FAULT_ARGS adds options
+# (e.g. "--kinds group-stop,group-hup", or "--stages ray" for node mode, not in the default cycle). CI runs 4.
+FAULT_ROUNDS ?= 40
+FAULT_SEED ?=
+FAULT_ARGS ?=
 test-faults: $(DEV_STAMP)
-	$(BIN)/python -m tests.support.fault_injection --rounds $(FAULT_ROUNDS) --out runs/faults/$$(date +%Y%m%d-%H%M%S)
+	$(BIN)/python -m tests.support.fault_injection --rounds $(FAULT_ROUNDS) $(if $(FAULT_SEED),--seed $(FAULT_SEED)) \
+		$(FAULT_ARGS) --out runs/faults/$$(date +%Y%m%d-%H%M%S)
 
 # Ours vs Stable-Baselines3 A2C on CartPole-v1 (about 10 minutes on 2 cores): a markdown table on stdout,
 # JSON under bench/results/. The dev install already holds the `bench` extra (stable-baselines3).
