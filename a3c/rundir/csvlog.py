@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -61,9 +63,12 @@ LOG_FILES = ("eval.csv", "episodes.csv", "metrics.csv", "sync.csv")
 
 
 class CsvLog:
-    """Append rows to a CSV file with a fixed header, flushed per row so readers see them live."""
+    """Append rows to a CSV file with a fixed header, flushed per row so readers see them live. A row the file
+    system refuses (a full disk) leaves no part of itself behind: the file is cut back to its last whole
+    row and the OSError raised."""
 
     def __init__(self, path: Path, columns: Sequence[str]):
+        self.path = path
         new = not path.exists() or path.stat().st_size == 0
         if not new:  # appending: the file's header must be ours, or rows would go under other columns
             with path.open(newline="") as f:
@@ -75,12 +80,31 @@ class CsvLog:
         if new:
             self._writer.writerow(columns)
             self._file.flush()
+        self._whole = self._file.tell()  # the file's size after its last whole row
 
     def write(self, row: Sequence[Any]) -> None:
-        """Append ``row`` (one value per column) and flush."""
-        self._writer.writerow(row)
-        self._file.flush()
+        """Append ``row`` (one value per column) and flush; on an OSError, none of it stays in the file."""
+        try:
+            self._writer.writerow(row)
+            self._file.flush()
+        except OSError:
+            self._cut_back()
+            raise
+        self._whole = self._file.tell()
+
+    def _cut_back(self) -> None:
+        """Drop what the failed write left in the buffer and the file: reopen at the last whole row."""
+        with contextlib.suppress(OSError):
+            self._file.close()  # its flush fails again; the buffer goes with the object
+        with contextlib.suppress(OSError):
+            os.truncate(self.path, self._whole)
+        self._file = self.path.open("a", newline="")
+        self._writer = csv.writer(self._file)
 
     def close(self) -> None:
-        """Close the file."""
-        self._file.close()
+        """Close the file (a full disk at the end: cut back to the last whole row, quietly)."""
+        try:
+            self._file.close()
+        except OSError:
+            self._cut_back()
+            self._file.close()

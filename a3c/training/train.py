@@ -204,10 +204,13 @@ class Trainer:
             rows = []
             try:
                 rows = self.monitor.handle([record] if isinstance(record, EpisodeRecord) else record)
-            except Exception:  # e.g. a CSV write on a full disk: the run must stop, not lose rows silently
+            except (
+                Exception
+            ) as exc:  # e.g. a CSV write on a full disk: the run must stop, not lose rows silently
                 if not self.handle_failed:  # the first failure says why; the next records still get a try
                     self.handle_failed = True
-                    self.monitor.errors.append(ErrorRecord("trainer", traceback.format_exc()))
+                    why = f"could not write the run's files: {exc}" if isinstance(exc, OSError) else None
+                    self.monitor.errors.append(ErrorRecord("trainer", why or traceback.format_exc()))
             if isinstance(record, EvalRecord) and record.solved:
                 self.stop.stop(StopReason.SOLVED)
             for hook, row in rows:

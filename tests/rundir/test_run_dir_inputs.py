@@ -9,6 +9,7 @@ runs anyway with an ``fsync`` that raises ENOSPC."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import os
 import shutil
@@ -177,3 +178,29 @@ def test_config_json_on_a_full_disk_is_one_line_and_releases_the_run_dir(tmp_pat
     assert not (run_dir / "config.json").exists() and files.foreign_entries(run_dir) == []
     monkeypatch.undo()
     unlock(Trainer(config, info, run_dir, serial=True, show_progress=False).lock)  # the lock was released
+
+
+def test_a_row_the_full_disk_refuses_leaves_no_part_of_itself(tmp_path):
+    from a3c.rundir.csvlog import EPISODE_COLUMNS, CsvLog
+
+    with small_disk(tmp_path / "disk") as disk:
+        path = disk / "episodes.csv"
+        log = CsvLog(path, EPISODE_COLUMNS)
+        fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT)
+        with contextlib.suppress(OSError):  # to the last page: the CSV's own last page still has room
+            while os.write(fd, b"\0" * 4096):
+                pass
+        os.close(fd)
+        written = 0
+        with pytest.raises(OSError) as refused:
+            for step in range(100_000):
+                log.write((1.5, step, 0, 123.25, 500))
+                written += 1
+        assert refused.value.errno == errno.ENOSPC
+        text = path.read_text()
+        assert text.endswith("\n") and len(text.splitlines()) == written + 1  # whole rows only
+        (disk / "filler").unlink()
+        log.write((2.0, written, 0, 1.0, 1))  # room again: the log goes on after its last whole row
+        log.close()
+        steps = [int(row["global_step"]) for row in csv.DictReader(path.open())]
+        assert steps == list(range(written + 1))

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -323,7 +324,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             ok, line = one_round(index, stage, kind, rows, options.out, rng)
         except (Exception, pytest.fail.Exception) as exc:  # a wait that failed, a worker gone: this round's
-            ok, line = False, f"{stage:<6} {kind:<24} after {rows:>3} rows: {type(exc).__name__}: {exc}"
+            where = traceback.extract_tb(exc.__traceback__)[-1]  # the line that raised it
+            at = f"{Path(where.filename).name}:{where.lineno}"
+            ok, line = (
+                False,
+                f"{stage:<6} {kind:<24} after {rows:>3} rows: {type(exc).__name__}: {exc} ({at})",
+            )
         passed += ok
         took = f"{time.monotonic() - began:>4.0f} s {_children_cpu() - cpu:>3.0f} cpu-s"
         print(f"{index:>2} {'PASS' if ok else 'FAIL'} {took} {line}", flush=True)
