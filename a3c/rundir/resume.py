@@ -293,6 +293,19 @@ def trim_logs(run_dir: Path, checkpoint: dict[str, Any]) -> int:
     return kept["episodes.csv"]
 
 
+def latest_logged_time(run_dir: Path) -> float:
+    """The largest wall_time of the rows the run's CSVs hold (0 for none). An evaluation's row is stamped
+    when it ends and carries the step it began at, so a row the checkpoint keeps may be later than the
+    checkpoint's own time: a resume counts on from here, and wall_time never goes back in a file."""
+    latest = 0.0
+    for name, columns in LOGS.items():
+        if (run_dir / name).exists():
+            header, body, _ = read_csv_rows(run_dir / name, columns)
+            column = header.index("wall_time")
+            latest = max([latest, *(float(row[column]) for row in body if len(row) == len(header))])
+    return latest
+
+
 def check_logs(run_dir: Path) -> None:
     """BadInput unless each of the run's CSVs that exists has this a3c's columns (or the first of them)."""
     for name, columns in LOGS.items():

@@ -32,7 +32,7 @@ from a3c.rundir import checkpoints
 from a3c.rundir.files import create_run_dir, run_metadata, write_json
 from a3c.rundir.lock import lock_run_dir, still_held, unlock
 from a3c.rundir.replace import has_aside, settle
-from a3c.rundir.resume import trim_logs
+from a3c.rundir.resume import latest_logged_time, trim_logs
 from a3c.runtime.counters import StopReason
 from a3c.runtime.run_clock import RunClock
 from a3c.runtime.state import SharedState, build_state
@@ -104,6 +104,8 @@ class Trainer:
             # The user's objects no child can import by name go to every child by value (forkserver), and
             # into the run dir for a later a3c.load/a3c.resume in Python (the command never reads them).
             code.save(self.run_dir)
+            if resume is not None:  # an evaluation the checkpoint holds may have ended after it
+                wall_before = max(wall_before, latest_logged_time(run_dir))
             self.start_time = RunClock.started(wall_before)  # wall_time continues across a resume
             self.shared = dataclasses.replace(
                 state, run_dir=self.run_dir, start_time=self.start_time, code=code, hangup_ignored=nohup()

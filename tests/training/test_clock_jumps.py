@@ -71,3 +71,20 @@ def test_a_linear_learning_rate_is_never_above_its_start_whatever_the_seconds_sa
 
     assert scheduled_lr(1e-3, "linear", 0, None, seconds=-50.0, max_seconds=100.0) == 1e-3
     assert scheduled_lr(1e-3, "linear", 0, None, seconds=50.0, max_seconds=100.0) == 5e-4
+
+
+def test_a_resume_counts_on_from_the_latest_row_it_keeps(tmp_path):
+    # An evaluation that began before the checkpoint and ended after it: its row is the checkpoint's (by its
+    # step) and later than the checkpoint's time. The resumed run's rows must not go back before it.
+    run_dir = tmp_path / "run"
+    first = a3c.train("tests.support.envs:FixedLength-v0", run_dir=run_dir, serial=True, max_steps=600)
+    assert first.exit_code == 0
+    eval_rows = (run_dir / "eval.csv").read_text().splitlines()
+    last = eval_rows[-1].split(",")
+    late = read_json(run_dir / "summary.json")["wall_s"] + 30.0  # ended well after the checkpoint
+    eval_rows[-1] = ",".join([f"{late:.3f}", *last[1:]])
+    (run_dir / "eval.csv").write_text("\n".join(eval_rows) + "\n")
+    resumed = a3c.resume(run_dir, max_steps=1200)
+    assert resumed.exit_code == 0
+    walls = [float(r["wall_time"]) for r in rows(run_dir / "eval.csv")]
+    assert len(walls) > len(eval_rows) - 1 and walls == sorted(walls), walls
