@@ -249,6 +249,7 @@ def driver_markers(tmp_path: Path, found: bool) -> str:
     return f"NVIDIA_DRIVER_MARKERS={marker}"
 
 
+@pytest.mark.slow
 def test_a_new_venv_gets_the_cuda_build_where_an_nvidia_driver_is_found_else_the_cpu_build(tmp_path):
     venv = tmp_path / "venv"
     no_driver = driver_markers(tmp_path, found=False)
@@ -267,6 +268,7 @@ def test_a_new_venv_gets_the_cuda_build_where_an_nvidia_driver_is_found_else_the
     assert len(pips) == 2 and TORCH_PIP.search(pips[0]) and PIP_LINE.search(pips[1])
 
 
+@pytest.mark.slow
 def test_the_driver_is_proc_nvidia_wsls_nvidia_smi_or_one_on_path(tmp_path):
     venv = tmp_path / "venv"
     markers = [Path("/proc/driver/nvidia/version"), Path("/usr/lib/wsl/lib/nvidia-smi")]
@@ -286,6 +288,7 @@ def test_the_driver_is_proc_nvidia_wsls_nvidia_smi_or_one_on_path(tmp_path):
     assert pip == CUDA_BUILD and f"NVIDIA driver found: {fake_bin / 'nvidia-smi'};" in said
 
 
+@pytest.mark.slow
 def test_torch_chooses_the_build_whatever_the_driver(tmp_path):
     venv = tmp_path / "venv"
     driver, no_driver = driver_markers(tmp_path, found=True), f"NVIDIA_DRIVER_MARKERS={tmp_path / 'none'}"
@@ -307,6 +310,7 @@ def venv_with_torch(tmp_path: Path, version: str) -> Path:
     return venv
 
 
+@pytest.mark.slow
 def test_a_venv_keeps_its_torch_build_until_torch_names_the_other(tmp_path):
     venv = venv_with_torch(tmp_path, f"{TORCH_PIN}+cpu")
     driver = driver_markers(tmp_path, found=True)
@@ -321,6 +325,7 @@ def test_a_venv_keeps_its_torch_build_until_torch_names_the_other(tmp_path):
     assert installs(venv, "train", LINUX, "TORCH=cuda") == [".[analysis]"]  # the set again, after torch
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", [TORCH_PIN, f"{TORCH_PIN}+cu128"])  # PyPI's; PyTorch's cu128 index's
 def test_a_cuda_build_is_replaced_by_torch_cpu_only(tmp_path, version):
     venv = venv_with_torch(tmp_path, version)
@@ -336,6 +341,7 @@ def test_a_cuda_build_is_replaced_by_torch_cpu_only(tmp_path, version):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("torch", ["", "TORCH=cuda"])
 def test_elsewhere_than_linux_x86_64_pypis_torch_comes_with_the_project(tmp_path, torch):
     venv = venv_with_torch(tmp_path, TORCH_PIN)

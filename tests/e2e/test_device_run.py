@@ -46,6 +46,7 @@ def save_as_a_gpu_would(path: Path) -> None:
         torch.serialization._package_registry.remove(entry)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_saved_on_a_gpu_evaluates_exports_and_loads_on_the_cpu(tmp_path):
     run_dir = tmp_path / "run"
     trained = call_a3c_train(
@@ -66,6 +67,7 @@ def test_a_checkpoint_saved_on_a_gpu_evaluates_exports_and_loads_on_the_cpu(tmp_
     assert (tmp_path / "policy.onnx").is_file()
 
 
+@pytest.mark.slow
 def test_a_full_gpu_memory_ends_the_run_in_one_line_without_restarts_and_keeps_last_pt(tmp_path):
     run_dir = tmp_path / "run"
     result = call_a3c_train(
@@ -85,6 +87,7 @@ def test_a_full_gpu_memory_ends_the_run_in_one_line_without_restarts_and_keeps_l
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["global_step"] == 0
 
 
+@pytest.mark.slow
 def test_the_trainer_holds_the_shared_model_until_every_child_has_exited_and_not_after(tmp_path, monkeypatch):
     info = inspect_env("CartPole-v1")
     config = Config(env_id=info.env_id, workers=2, max_steps=3000, eval_interval=0.5).validate()

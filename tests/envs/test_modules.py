@@ -119,6 +119,7 @@ def test_a_module_in_or_under_the_current_directory_is_refused_through_any_path_
     assert "mine" not in sys.modules
 
 
+@pytest.mark.slow
 def test_evaluate_through_pythonpath_dot_asks_before_importing_a_checkpoints_module(in_folder):
     # The console script `a3c` with PYTHONPATH=. in a folder holding the checkpoint's module: here
     # `python -m a3c` with PYTHONPATH=<repo>:. (the current directory both first and through PYTHONPATH).

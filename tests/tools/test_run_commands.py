@@ -93,6 +93,7 @@ def test_a_damaged_run_is_listed_with_its_problem_in_one_line(tmp_path, damage):
     assert (runs.eval["global_step"] == 2016).sum() >= 1  # what could be read of it is kept
 
 
+@pytest.mark.slow
 def test_plot_draws_what_it_can_read_of_a_damaged_run_and_says_what_is_wrong(tmp_path):
     pytest.importorskip("matplotlib")
     for name in ("good", "damaged"):

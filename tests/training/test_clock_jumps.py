@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import time
 
+import pytest
+
 import a3c
 from a3c.rundir.resume import trim_csv
 from tests.support.run_files import read_json
@@ -19,6 +21,7 @@ def rows(path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_a_wall_clock_jump_mid_run_ends_no_budget_and_zeroes_no_learning_rate(tmp_path, monkeypatch):
     # The clock jumps forward at the first episode: a max_seconds of 10 minutes must not end the run, and
     # the linear learning rate follows the steps (max_steps is further along than the seconds).
@@ -73,6 +76,7 @@ def test_a_linear_learning_rate_is_never_above_its_start_whatever_the_seconds_sa
     assert scheduled_lr(1e-3, "linear", 0, None, seconds=50.0, max_seconds=100.0) == 5e-4
 
 
+@pytest.mark.slow
 def test_a_resume_counts_on_from_the_latest_row_it_keeps(tmp_path):
     # An evaluation that began before the checkpoint and ended after it: its row is the checkpoint's (by its
     # step) and later than the checkpoint's time. The resumed run's rows must not go back before it.
