@@ -131,9 +131,9 @@ def release_arguments() -> None:
     """Drop this child's references to what it was started with (the Process object's target and arguments)
     and collect them: shared CUDA tensors among them are released to the process that made them."""
     process = multiprocessing.current_process()
-    for name in ("_target", "_args", "_kwargs"):
+    for name, empty in (("_target", None), ("_args", ()), ("_kwargs", {})):
         if hasattr(process, name):
-            setattr(process, name, None if name == "_target" else () if name == "_args" else {})
+            setattr(process, name, empty)
     gc.collect()
 
 

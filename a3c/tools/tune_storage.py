@@ -16,7 +16,6 @@ the trial.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import sys
 import threading
@@ -112,12 +111,7 @@ def record_outcome(run_dir: Path, outcome: TrialOutcome) -> None:
     before it is told: what the next ``a3c tune`` tells if this one cannot."""
     from a3c.rundir.files import write_json
 
-    write_json(run_dir / OUTCOME_FILE, outcome._asdict())
-    fd = os.open(run_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # the rename itself survives a power cut
-    finally:
-        os.close(fd)
+    write_json(run_dir / OUTCOME_FILE, outcome._asdict())  # atomic_write fsyncs the file and its directory
 
 
 def read_outcome(run_dir: Path, number: int) -> TrialOutcome | None:
