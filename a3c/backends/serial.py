@@ -78,7 +78,8 @@ class SerialBackend:
     def final_evaluation(self) -> list[Any]:
         """The last, partial metrics window (its rate not diluted by the evaluation), then one evaluation
         played here (none when ``interrupted()`` cut it short)."""
-        return [*self._last_window(), *self._evaluate()]
+        record = self.evaluator.final(self.interrupted)
+        return [*self._last_window(), *([] if record is None else [record])]
 
     def _last_window(self) -> list[Any]:
         """The metrics of the updates since the last record, once (empty when there are none)."""

@@ -272,8 +272,15 @@ class Config:
     confirm_episodes: int = field(
         default=0,
         metadata={
-            "help": "extra greedy episodes that must confirm an evaluation at the target (0: none; derived "
-            "for any target: 100, fewer for long episodes, at least 10)"
+            "help": "greedy episodes on fresh seeds that must confirm an evaluation at the target (0: none; "
+            "derived for any target: 100, fewer for long episodes, at least 30)"
+        },
+    )
+    confirm_confidence: float = field(
+        default=0.95,
+        metadata={
+            "help": "a confirmation holds when the lower confidence bound at this level of its games' mean "
+            "reaches the target, in [0.5, 1) (0.5: the mean itself)"
         },
     )
     tensorboard: bool = field(
@@ -410,6 +417,7 @@ class Config:
                 0 <= self.confirm_episodes <= MAX_EPISODES,
                 f"an integer in [0, {MAX_EPISODES}]",
             ),
+            ("confirm_confidence", 0.5 <= self.confirm_confidence < 1, "a number in [0.5, 1)"),
             (
                 "checkpoint_interval",
                 self.checkpoint_interval > 0 and finite(self.checkpoint_interval),

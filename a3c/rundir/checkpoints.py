@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -128,20 +128,38 @@ def saved_config(data: dict[str, Any], path: Path) -> tuple[Config, Spaces]:
         ) from exc
 
 
-def saved_best(path: Path) -> tuple[float, float | None, int]:
-    """(selection mean, mean_return, episodes behind mean_return) of an existing best.pt ((-inf, None, 0) when
-    there is none or it cannot be read): a resumed run or a restarted evaluator may have a best.pt newer than
+class SavedBest(NamedTuple):
+    """What an existing best.pt says of the evaluation that made it."""
+
+    selection_mean: float  # the mean it was chosen by (-inf: there is no best.pt, or it cannot be read)
+    mean_return: float | None  # its eval.csv mean_return
+    episodes: int  # the games behind mean_return
+    solved: bool | None  # its confirmation held; None: a best.pt from before this was recorded
+    target: float | None  # the run's target when it was saved
+
+
+def saved_best(path: Path) -> SavedBest:
+    """What an existing best.pt holds: a resumed run or a restarted evaluator may have a best.pt newer than
     the best it was told about. A best.pt from before ``selection_mean`` existed was chosen by its
     ``mean_return``; one from before ``episodes`` existed counts its selection episodes (none confirmed)."""
     if not path.is_file():
-        return -float("inf"), None, 0
+        return SavedBest(-float("inf"), None, 0, None, None)
     try:
         data = load_checkpoint(path)
         mean = float(data["mean_return"])
         episodes = int(data.get("episodes", data.get("selection_episodes", 0)))
-        return float(data.get("selection_mean", mean)), mean, episodes
-    except (BadInput, KeyError, TypeError, ValueError):
-        return -float("inf"), None, 0
+        solved = data.get("solved")
+        selection = float(data.get("selection_mean", mean))
+        target = data.get("config", {}).get("target_return")
+        return SavedBest(
+            selection,
+            mean,
+            episodes,
+            None if solved is None else bool(solved),
+            None if target is None else float(target),
+        )
+    except (BadInput, KeyError, TypeError, ValueError, AttributeError):
+        return SavedBest(-float("inf"), None, 0, None, None)
 
 
 CHECKPOINT_FORMAT = "a3c-checkpoint"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import sys
 import time
+from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 
@@ -25,16 +26,39 @@ from a3c.core.devices import model_device, use_device
 from a3c.core.records import EvalRecord
 from a3c.rundir.checkpoints import (
     checkpoint_payload,
+    on_host,
     save_checkpoint,
     saved_best,
 )
 from a3c.rundir.csvlog import EVAL_COLUMNS, CsvLog
 from a3c.runtime.child import ChildGuard, run_child
 from a3c.runtime.counters import StopReason, StopSignal
-from a3c.runtime.eval_rounds import confirm_round, plays_confirmation, round_seeds, selection_games
+from a3c.runtime.eval_rounds import confirmation_seed, play_rounds, round_seeds, selection_games
 from a3c.runtime.state import SharedState
 from a3c_envs import make_eval_vector_env
 from a3c_envs.episodes import eval_step_limit
+
+RESCORED_CANDIDATES = 3  # the best.pt's a run without a solve rescores at its end
+
+
+class Candidates:
+    """The last few best.pt's this evaluator saved (their checkpoint payloads, weights copied): the best by
+    selection mean, as each replaced the one before."""
+
+    def __init__(self, keep: int):
+        self.kept: deque[dict] = deque(maxlen=keep)
+
+    def add(self, payload: dict) -> None:
+        """Keep a copy of a best.pt just saved (``payload``); a solved one is never rescored, so not kept."""
+        if not payload["solved"]:
+            self.kept.append(copy.deepcopy(on_host(payload)))
+
+    def payloads(self) -> list[dict]:
+        """The kept payloads, oldest first."""
+        return list(self.kept)
+
+    def __len__(self) -> int:
+        return len(self.kept)
 
 
 class Evaluator:
@@ -73,17 +97,24 @@ class Evaluator:
         self.spaces = spaces
         self.obs_stats = obs_stats
         self.obs_snapshot = None if obs_stats is None else RunningMeanStd(spaces.obs_shape)
-        saved_selection, saved_mean, saved_episodes = saved_best(run_dir / "checkpoints" / "best.pt")
-        # Whether best.pt holds a solved evaluation, judged by this run's target and confirmation (a resumed
-        # run may have changed them): its mean at the target over as many episodes as a solve plays now.
-        self.best_solved = (
-            self._solved(saved_mean) and saved_episodes >= config.eval_episodes + config.confirm_episodes
-        )
+        saved = saved_best(run_dir / "checkpoints" / "best.pt")
+        # Whether best.pt holds a solve of this run's target (a resumed run may have raised it): as it says;
+        # one from before it said was a solve when its mean over all its episodes was at the target over as
+        # many episodes as a solve plays now.
+        if saved.solved is not None:
+            self.best_solved = saved.solved and self._solved(saved.target)
+        else:
+            self.best_solved = (
+                self._solved(saved.mean_return)
+                and saved.episodes >= config.eval_episodes + config.confirm_episodes
+            )
         # The selection mean best.pt was chosen by; a solved best.pt's own, which an unsolved best told
         # before it was replaced may exceed. (A best.pt from before the fixed seeds was chosen by the mean of
         # one evaluation round on seeds of its own: kept, and compared as it is.)
-        self.best_mean = saved_selection if self.best_solved else max(best_mean, saved_selection)
-        self.best_return = saved_mean  # that evaluation's mean_return (eval.csv's value)
+        self.best_mean = saved.selection_mean if self.best_solved else max(best_mean, saved.selection_mean)
+        self.best_return = saved.mean_return  # that evaluation's mean_return (eval.csv's value)
+        self.confirmations = 0  # confirmations (and rescorings) played: each draws fresh seeds
+        self.candidates = Candidates(RESCORED_CANDIDATES)
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
         # One vector env per episode count (evaluation, confirmation), built once, reset on its round's seed.
         self.envs: dict[int, gym.vector.VectorEnv] = {}
@@ -92,25 +123,23 @@ class Evaluator:
     def evaluate(self, should_stop: Callable[[], bool] = lambda: False) -> EvalRecord | None:
         """One evaluation of the current shared weights; None when ``should_stop`` cut it short.
 
-        It plays the evaluation round (``eval_episodes`` games), then the confirmation round when
-        ``plays_confirmation`` says so: at the target, or beating best.pt. Its mean over every game it played
-        is eval.csv's ``mean_return`` and says whether it is solved (≥ the target); its mean over the
-        ``selection_games`` decides whether it replaces best.pt."""
+        It plays the evaluation round (``eval_episodes`` games), then the selection round when
+        ``plays_selection`` says so (at the target, or beating best.pt), then at the target the confirmation
+        (``confirm_episodes`` games on fresh seeds). Its mean over every game it played is eval.csv's
+        ``mean_return``; its mean over the ``selection_games`` decides whether it replaces best.pt; the
+        confirmation's games alone say whether it is solved (``eval_rounds.holds``)."""
         global_step, updates = self._pull()
-        eval_seed, confirm_seed = self.seeds
-        returns, lengths = self._play(self.config.eval_episodes, eval_seed, should_stop)
-        eval_mean, target = float(returns.mean()), self.config.target_return
-        if plays_confirmation(eval_mean, self.config, self.best_solved, self.best_mean) and not should_stop():
-            # A target reached over 10-20 episodes is luck now and then (CartPole: best.pt at 460-471 over
-            # 100 fresh episodes), and so is a best.pt chosen over a few: a candidate must hold over both
-            # rounds, the same games as the best.pt it would replace was judged on.
-            at_target = target is not None and eval_mean >= target
-            games = confirm_round(self.config, at_target)
-            more_returns, more_lengths = self._play(games, confirm_seed, should_stop)
-            returns = np.concatenate([returns, more_returns])
-            lengths = np.concatenate([lengths, more_lengths])
-        if should_stop():
+        outcome = play_rounds(
+            lambda games, seed: self._play(games, seed, should_stop),
+            self.config,
+            (self.best_solved, self.best_mean),
+            self.seeds,
+            lambda: self._fresh_seed(global_step),
+            should_stop,
+        )
+        if outcome is None:
             return None
+        returns, lengths, solved, selection = outcome
         wall_time = self.start_time.elapsed()
         mean = float(returns.mean())
         row = (
@@ -125,36 +154,38 @@ class Evaluator:
             len(returns),
         )
         self.log.write(row)
-        solved = self._solved(mean)
-        selection = float(returns[: selection_games(self.config)].mean())
         # A solved evaluation takes best.pt from any unsolved one (LunarLander: best.pt at 188.4 over 110
         # episodes in a run solved at 211.5); among either, the higher mean over the selection games. One
-        # that played no confirmation round did not beat best.pt's mean (it cannot take it), unless it is a
+        # that played no selection round did not beat best.pt's mean (it cannot take it), unless it is a
         # solve with confirmation turned off.
         save_error = None
         if (solved, selection) > (self.best_solved, self.best_mean):
+            payload = checkpoint_payload(
+                self.config,
+                self.spaces,
+                model_state=self.model.state_dict(),
+                **self._obs_norm_state(),
+                global_step=global_step,
+                updates=updates,
+                wall_time=wall_time,
+                mean_return=mean,
+                selection_mean=selection,
+                selection_episodes=min(len(returns), selection_games(self.config)),
+                episodes=len(returns),
+                solved=solved,
+            )
             try:
-                save_checkpoint(
-                    self.run_dir / "checkpoints" / "best.pt",
-                    checkpoint_payload(
-                        self.config,
-                        self.spaces,
-                        model_state=self.model.state_dict(),
-                        **self._obs_norm_state(),
-                        global_step=global_step,
-                        updates=updates,
-                        wall_time=wall_time,
-                        mean_return=mean,
-                        selection_mean=selection,
-                        selection_episodes=min(len(returns), selection_games(self.config)),
-                        episodes=len(returns),
-                    ),
-                )
+                save_checkpoint(self.run_dir / "checkpoints" / "best.pt", payload)
             except OSError as exc:  # a full disk should not end the run; the previous best.pt stays
                 save_error = f"{type(exc).__name__}: {exc}"
                 print(f"warning: could not save best.pt: {exc}", file=sys.stderr, flush=True)
             else:  # the best is what best.pt holds: recorded once on disk, so a later one can replace it
                 self.best_mean, self.best_return, self.best_solved = selection, mean, solved
+                self.candidates.add(payload)
+        return self._record(row, solved, save_error)
+
+    def _record(self, row: tuple, solved: bool, save_error: str | None = None) -> EvalRecord:
+        """The trainer's record of the evaluation ``row`` (eval.csv's), with best.pt's figures."""
         held = None if self.best_mean == -float("inf") else self.best_mean  # None: best.pt holds nothing yet
         return EvalRecord(
             *row,
@@ -165,10 +196,55 @@ class Evaluator:
             best_save_error=save_error,
         )
 
-    def _solved(self, mean: float | None) -> bool:
-        """Whether an evaluation's mean over all its episodes (confirmation included) is at the target."""
+    def final(self, should_stop: Callable[[], bool] = lambda: False) -> EvalRecord | None:
+        """The evaluation at a budget's end, then (unsolved) the best.pt candidates rescored: its record
+        tells the best.pt kept."""
+        record = self.evaluate(should_stop)
+        if record is None or record.solved or self.rescore(should_stop) is None:
+            return record
+        return record._replace(best_mean_return=self.best_return, best_selection_mean=self.best_mean)
+
+    def rescore(self, should_stop: Callable[[], bool] = lambda: False) -> float | None:
+        """At a run's end without a solve: play the best few best.pt's this evaluator saved
+        (``Candidates``) on the same fresh games and keep the one with the highest mean there as best.pt —
+        each was the best of many evaluations on the same fixed games, so its selection mean flatters it.
+        Returns the kept one's fresh mean (None: nothing to rescore, or cut short or not saved)."""
+        if self.best_solved or len(self.candidates) < 2:
+            return None
+        games = max(self.config.confirm_episodes, selection_games(self.config))
+        seed = self._fresh_seed(self.counters.total_steps)
+        scored = []
+        for payload in self.candidates.payloads():
+            self._load(payload)
+            returns, _ = self._play(games, seed, should_stop)
+            if should_stop():
+                return None
+            scored.append((float(returns.mean()), payload))
+        fresh_mean, payload = max(scored, key=lambda item: item[0])
+        payload = {**payload, "fresh_mean": fresh_mean, "fresh_episodes": games}
+        try:
+            save_checkpoint(self.run_dir / "checkpoints" / "best.pt", payload)
+        except OSError as exc:
+            print(f"warning: could not save the rescored best.pt: {exc}", file=sys.stderr, flush=True)
+            return None
+        self.best_mean, self.best_return = payload["selection_mean"], payload["mean_return"]
+        return fresh_mean
+
+    def _fresh_seed(self, global_step: int) -> int:
+        """A seed no game of this run played yet (``confirmation_seed``)."""
+        self.confirmations += 1
+        return confirmation_seed(self.config.seed, global_step, self.confirmations - 1)
+
+    def _load(self, payload: dict) -> None:
+        """Put a candidate's weights (and observation statistics) where ``_play`` reads them."""
+        self.model.load_state_dict(payload["model_state"])
+        if self.obs_snapshot is not None:
+            self.obs_snapshot.load_state_dict(payload["obs_norm"])
+
+    def _solved(self, value: float | None) -> bool:
+        """Whether ``value`` (a mean, or the target a saved solve held at) is at this run's target."""
         target = self.config.target_return
-        return target is not None and mean is not None and mean >= target
+        return target is not None and value is not None and value >= target
 
     # The three steps a remote evaluator (backends/ray/evaluation.py) does elsewhere: where the weights and
     # their step stamps come from, where the episodes are played, and whose CPU time it was.
@@ -290,7 +366,7 @@ def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: 
                     stop.stop(StopReason.SOLVED)
         if stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS) and not guard.should_exit():
             interrupted = lambda: guard.should_exit() or not stop.reason.is_budget  # noqa: E731
-            record = evaluator.evaluate(interrupted)
+            record = evaluator.final(interrupted)
             if record is not None:
                 conn.send(record)
 

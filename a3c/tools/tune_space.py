@@ -23,6 +23,7 @@ RUN_SETTINGS = frozenset(
         "eval_cpu_share",
         "eval_episodes",
         "confirm_episodes",
+        "confirm_confidence",
         "checkpoint_interval",
         "keep_checkpoints",
         "max_restarts",

@@ -215,7 +215,7 @@ def test_no_preset_gives_the_derived_defaults(cartpole):
 
 
 @pytest.mark.parametrize(
-    "max_episode_steps, expected", [(200, 100), (1000, 100), (2000, 50), (27000, 10), (None, 10)]
+    "max_episode_steps, expected", [(200, 100), (1000, 100), (2000, 50), (4000, 30), (27000, 30), (None, 30)]
 )
 def test_confirmation_is_derived_from_the_episode_limit(max_episode_steps, expected):
     assert confirm_episodes(max_episode_steps) == expected

@@ -106,7 +106,7 @@ def test_a_restarted_or_resumed_evaluator_plays_the_same_seeds(tmp_path, monkeyp
     first, confirm = resets[0][1], resets[1][1]
     assert resets[:6] == [(10, first), (10, confirm)] * 3 and len(resets) == 8
     assert {seed for _, seed in resets[6:]}.isdisjoint({first, confirm})
-    assert saved_best(tmp_path / "run" / "checkpoints" / "best.pt") == (30.0, 30.0, 20)
+    assert saved_best(tmp_path / "run" / "checkpoints" / "best.pt") == (30.0, 30.0, 20, False, None)
 
 
 def test_best_pt_is_replaced_only_by_a_better_mean_over_both_rounds(tmp_path, monkeypatch):
@@ -133,20 +133,29 @@ def test_best_pt_is_replaced_only_by_a_better_mean_over_both_rounds(tmp_path, mo
     assert best_mark(tmp_path) == 3.0
     best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
     assert (best["mean_return"], best["selection_mean"], best["selection_episodes"]) == (105.0, 105.0, 20)
-    assert saved_best(tmp_path / "checkpoints" / "best.pt") == (105.0, 105.0, 20)  # a restart compares
+    assert saved_best(tmp_path / "checkpoints" / "best.pt") == (
+        105.0,
+        105.0,
+        20,
+        False,
+        None,
+    )  # a restart compares
 
 
 def test_best_pt_is_chosen_on_the_same_twenty_games_even_after_a_solves_long_confirmation(
     tmp_path, monkeypatch
 ):
-    # Target 200, a solve confirmed on 100. Evaluation 1 (150, below the target) confirms on 10 more games.
-    # Evaluation 2 reaches the target on its round (230) and plays the solve's 100: its first 10 score 100,
-    # the rest 190, so it is not solved; best.pt judges it on its first 20 games (165), the games evaluation
-    # 1 was judged on. Evaluation 3 (170 on both rounds) beats that and takes best.pt, though it is below
-    # evaluation 2's mean over all its 110 games (183.6).
+    # Target 200, a solve confirmed on 100. Evaluation 1 (150, below the target) plays the selection round
+    # too. Evaluation 2 reaches the target on its evaluation round (230), scores 100 on the selection round
+    # and 190 on the confirmation's 100 games, so it is not solved; best.pt judges it on its first 20 games
+    # (165), the games evaluation 1 was judged on. Evaluation 3 (170 on both rounds) beats that and takes
+    # best.pt, though it is below evaluation 2's mean over all its 120 games (180).
     shared = cartpole_state(tmp_path, 200.0)
-    long_round = np.concatenate([np.full(10, 100.0), np.full(90, 190.0)])
-    rounds = iter([np.full(10, 150.0)] * 2 + [np.full(10, 230.0), long_round] + [np.full(10, 170.0)] * 2)
+    rounds = iter(
+        [np.full(10, 150.0)] * 2
+        + [np.full(10, 230.0), np.full(10, 100.0), np.full(100, 190.0)]
+        + [np.full(10, 170.0)] * 2
+    )
     evaluator = scripted(Evaluator(shared, seed=0), rounds, monkeypatch)
     seen = []
     for mark in (1.0, 2.0, 3.0):
@@ -154,7 +163,7 @@ def test_best_pt_is_chosen_on_the_same_twenty_games_even_after_a_solves_long_con
         record = evaluator.evaluate()
         seen.append((record.episodes, record.solved, record.best_selection_mean))
     evaluator.close()
-    assert seen[0] == (20, False, 150.0) and seen[1] == (110, False, 165.0) and seen[2] == (20, False, 170.0)
+    assert seen[0] == (20, False, 150.0) and seen[1] == (120, False, 165.0) and seen[2] == (20, False, 170.0)
     assert best_mark(tmp_path) == 3.0
 
 
@@ -176,14 +185,15 @@ def test_a_candidate_cut_short_in_its_confirmation_writes_nothing(tmp_path, monk
 
 
 def test_a_solved_evaluation_takes_best_pt_from_one_that_failed_its_confirmation(tmp_path, monkeypatch):
-    # Evaluation 1's first 10 episodes score 230 (target 200), its 100 confirmation episodes 180: 184.5 over
-    # 110, not solved. Evaluation 2 scores 205 on its 10 and 210 on 100 more: solved. Its first 10 are below
+    # Evaluation 1 scores 230 on both rounds (target 200), 180 on its 100 confirmation games: not solved.
+    # Evaluation 2 scores 205 on both rounds and 210 on 100 more: solved. Its selection mean is below
     # evaluation 1's, yet it is the run's solution: best.pt must hold it, and a later unsolved evaluation
-    # with a higher first 10 (evaluation 3, 240 then 150) must not replace it, nor after a restart.
+    # with a higher selection mean (evaluation 3, 240 then 150) must not replace it, nor after a restart.
     shared = cartpole_state(tmp_path, 200.0)
     rounds = iter(
-        [np.full(n, v) for n, v in [(10, 230.0), (100, 180.0), (10, 205.0), (100, 210.0)]]
-        + [np.full(n, v) for n, v in [(10, 240.0), (100, 150.0)] * 2]
+        [np.full(n, v) for n, v in [(10, 230.0), (10, 230.0), (100, 180.0)]]
+        + [np.full(n, v) for n, v in [(10, 205.0), (10, 205.0), (100, 210.0)]]
+        + [np.full(n, v) for n, v in [(10, 240.0), (10, 240.0), (100, 150.0)] * 2]
     )
     solved = []
     for seed, marks in ((0, (1.0, 2.0, 3.0)), (1, (4.0,))):  # seed 1: a restarted evaluator, best.pt on disk
@@ -193,26 +203,53 @@ def test_a_solved_evaluation_takes_best_pt_from_one_that_failed_its_confirmation
             record = evaluator.evaluate()
             solved.append((record.solved, record.best_mean_return))
         evaluator.close()
-    failed, passed = (2300.0 + 18000.0) / 110, (2050.0 + 21000.0) / 110  # means over 110 episodes
+    failed, passed = (4600.0 + 18000.0) / 120, (4100.0 + 21000.0) / 120  # means over 120 episodes
     assert [flag for flag, _ in solved] == [False, True, False, False]
     assert [mean for _, mean in solved] == pytest.approx([failed, passed, passed, passed])
     assert best_mark(tmp_path) == 2.0
 
 
-def test_a_best_pt_counts_as_solved_only_when_judged_over_the_confirmation(tmp_path, monkeypatch):
-    # A run without a target saved best.pt at 190 over 20 episodes (10, confirmed on 10). Resumed with target
-    # 180 (confirmed on 100), those 20 episodes are no solve: a confirmed one (185 on 10, 183 over 110) must
-    # replace it, although its mean is lower.
-    scores = iter([np.full(10, 190.0), np.full(10, 190.0), np.full(10, 185.0), np.full(100, 182.8)])
+def test_a_saved_solve_counts_only_at_a_target_it_reached(tmp_path, monkeypatch):
+    # A best.pt solved at target 180 (its confirmation's 100 games at 185) is a solve for a resumed run
+    # whose target is 170, not for one whose target is 190: there an unsolved evaluation with a higher
+    # selection mean (188; at 170 its confirmation scores 160) replaces it.
+    first = iter([np.full(10, 185.0), np.full(10, 185.0), np.full(100, 185.0)])
+    evaluator = scripted(Evaluator(cartpole_state(tmp_path, 180.0, 1.0), seed=0), first, monkeypatch)
+    assert evaluator.evaluate().solved
+    evaluator.close()
+    for target, mark, replaced in ((170.0, 2.0, False), (190.0, 3.0, True)):
+        later = iter([np.full(10, 188.0), np.full(10, 188.0), np.full(100, 160.0)])
+        state = cartpole_state(tmp_path, target, mark)
+        evaluator = scripted(Evaluator(state, seed=1, best_mean=185.0), later, monkeypatch)
+        assert evaluator.best_solved != replaced
+        evaluator.evaluate()
+        evaluator.close()
+        assert best_mark(tmp_path) == (mark if replaced else 1.0)
+
+
+def test_a_best_pt_from_before_solves_were_recorded_counts_as_solved_only_over_the_confirmation(
+    tmp_path, monkeypatch
+):
+    # A run without a target saved best.pt at 190 over 20 episodes (10, confirmed on 10), before best.pt
+    # said whether it was solved. Resumed with target 180 (confirmed on 100), those 20 episodes are no
+    # solve: a confirmed one (185 on both rounds, 182.8 on 100 more) must replace it, although its selection
+    # mean is lower.
+    scores = iter([np.full(10, 190.0), np.full(10, 190.0), np.full(10, 185.0), np.full(10, 185.0)])
+    scores = iter([*scores, np.full(100, 182.8)])
     for target, confirm, mark in ((None, 0, 1.0), (180.0, 100, 2.0)):
         best_mean = 190.0 if mark == 2.0 else -float("inf")
         state = cartpole_state(tmp_path, target, mark, confirm=confirm)
         evaluator = Evaluator(state, seed=0, best_mean=best_mean)
         record = scripted(evaluator, scores, monkeypatch).evaluate()
         evaluator.close()
-    assert record.solved and record.best_mean_return == pytest.approx(183.0)
+        if mark == 1.0:  # as an older a3c wrote it
+            path = tmp_path / "checkpoints" / "best.pt"
+            old = load_checkpoint(path)
+            del old["solved"]
+            torch.save(old, path)
+    assert record.solved and record.best_mean_return == pytest.approx((3700.0 + 18280.0) / 120)
     assert best_mark(tmp_path) == 2.0
-    assert load_checkpoint(tmp_path / "checkpoints" / "best.pt")["episodes"] == 110
+    assert load_checkpoint(tmp_path / "checkpoints" / "best.pt")["episodes"] == 120
 
 
 def test_evaluations_by_steps_come_at_each_multiple_of_the_interval_whatever_the_clock():
@@ -292,3 +329,47 @@ def test_a_failed_best_save_is_a_warning_in_the_summary(tmp_path):
     monitor.handle(record._replace(global_step=200))
     warnings = monitor.summary("max_steps", 0)["warnings"]
     assert [w["kind"] for w in warnings] == ["best_not_saved"] and "OSError: full" in warnings[0]["message"]
+
+
+def test_a_run_ending_unsolved_keeps_the_candidate_best_on_fresh_games(tmp_path, monkeypatch):
+    # Three evaluations each take best.pt (selection means 100, 110, 120: marks 1, 2, 3); the budget's final
+    # evaluation (mark 4, 90) does not. Rescored on the same fresh games, mark 2 scores best (105 against 95
+    # and 98): best.pt holds it, with that fresh mean, and the final record tells it. Marks 1 and 4 are
+    # not played again: only the last RESCORED_CANDIDATES best.pt's are kept (two here).
+    shared = cartpole_state(tmp_path, 500.0, confirm=100)
+    fresh = {1.0: 0.0, 2.0: 105.0, 3.0: 98.0}
+    plays = []
+
+    def play(n, seed, should_stop):
+        mark = float(next(evaluator.model.parameters()).detach().flatten()[0])
+        plays.append((n, seed, mark))
+        score = fresh[mark] if len(plays) > 7 else {1.0: 100.0, 2.0: 110.0, 3.0: 120.0, 4.0: 90.0}[mark]
+        return np.full(n, score), np.ones(n, np.int64)
+
+    monkeypatch.setattr(evaluator_module, "RESCORED_CANDIDATES", 2)
+    evaluator = Evaluator(shared, seed=0)
+    monkeypatch.setattr(evaluator, "_play", play)
+    for mark in (1.0, 2.0, 3.0):
+        set_mark(shared.model, mark)
+        evaluator.evaluate()
+    set_mark(shared.model, 4.0)
+    record = evaluator.final()
+    evaluator.close()
+    assert [(n, mark) for n, _, mark in plays[7:]] == [(100, 2.0), (100, 3.0)]
+    assert plays[7][1] == plays[8][1] and plays[7][1] not in {seed for _, seed, _ in plays[:7]}
+    assert best_mark(tmp_path) == 2.0
+    best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
+    assert (best["fresh_mean"], best["fresh_episodes"], best["selection_mean"]) == (105.0, 100, 110.0)
+    assert (record.mean_return, record.best_mean_return, record.best_selection_mean) == (90.0, 110.0, 110.0)
+
+
+def test_a_solved_run_is_not_rescored(tmp_path, monkeypatch):
+    shared = cartpole_state(tmp_path, 100.0, confirm=100)
+    scores = iter(
+        [np.full(10, 90.0)] * 2 + [np.full(10, 95.0)] * 2 + [np.full(n, 120.0) for n in (10, 10, 100)]
+    )
+    evaluator = scripted(Evaluator(shared, seed=0), scores, monkeypatch)
+    evaluator.evaluate()
+    evaluator.evaluate()
+    assert evaluator.final().solved and evaluator.rescore() is None  # no more plays: the iterator is spent
+    evaluator.close()

@@ -84,12 +84,13 @@ def test_the_defaults_take_the_judging_settings_of_the_run_they_race(tmp_path, m
         raise RuntimeError(" ".join(args))
 
     monkeypatch.setattr(race, "run_python", stop)
-    judged_as = {"target": -200.0, "eval_episodes": 10, "confirm_episodes": 100}
+    judged_as = {"target": -200.0, "eval_episodes": 10, "confirm_episodes": 100, "confirm_confidence": 0.9}
     with pytest.raises(RuntimeError) as info:
         race.ours_race("Pendulum-v1", 0, 5.0, tmp_path, True, "no-preset", judged_as)
     command = str(info.value)
     assert (
-        "--no-preset --set target_return=-200.0 --set eval_episodes=10 --set confirm_episodes=100" in command
+        "--no-preset --set target_return=-200.0 --set eval_episodes=10 --set confirm_episodes=100 "
+        "--set confirm_confidence=0.9" in command
     )
     assert str(tmp_path / "no-preset-Pendulum-v1-0") in command
     with pytest.raises(RuntimeError) as info:

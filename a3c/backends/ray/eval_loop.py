@@ -103,7 +103,7 @@ class EvalLoop:
             )
             return []
         try:
-            record = self.evaluator.evaluate()
+            record = self.evaluator.final()
         except ActorFailed as exc:
             record = exc.record()
         return [] if record is None else [record]

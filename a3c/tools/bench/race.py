@@ -56,7 +56,8 @@ def ours_race(
     if judged_as is not None:
         target = "none" if judged_as["target"] is None else repr(judged_as["target"])
         for key, value in (("target_return", target), ("eval_episodes", judged_as["eval_episodes"]),
-                           ("confirm_episodes", judged_as["confirm_episodes"])):  # fmt: skip
+                           ("confirm_episodes", judged_as["confirm_episodes"]),
+                           ("confirm_confidence", judged_as["confirm_confidence"])):  # fmt: skip
             judged += ["--set", f"{key}={value}"]
     launch = time.time()
     proc = run_python(
@@ -79,6 +80,7 @@ def ours_race(
         "eval_interval": config["eval_interval"],
         "eval_episodes": config["eval_episodes"],
         "confirm_episodes": config["confirm_episodes"],
+        "confirm_confidence": config.get("confirm_confidence", 0.5),  # a run from before the bound: the mean
     }
 
 
@@ -94,7 +96,7 @@ def peer_race(env_id: str, settings: str, seed: int, seconds: float, ours: dict[
         "-m", "a3c.tools.bench.sb3_race", "--env", env_id, "--settings", settings, "--seed", str(seed),
         "--seconds", str(seconds), "--launch", repr(launch), "--eval-every-s", str(every),
         "--eval-episodes", str(ours["eval_episodes"]), "--confirm-episodes", str(ours["confirm_episodes"]),
-        *target, timeout=seconds + 600,
+        "--confirm-confidence", str(ours["confirm_confidence"]), *target, timeout=seconds + 600,
     )  # fmt: skip
     check_exit(proc, f"sb3_race {env_id} (seed {seed})")
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]

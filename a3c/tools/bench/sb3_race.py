@@ -1,7 +1,7 @@
 """The race peer: Stable-Baselines3 A2C on any env for a wall-clock budget, run as its own command.
 
     python -m a3c.tools.bench.sb3_race --env ID --settings zoo|default --seed S --seconds T --launch UNIX
-        --target R [--eval-every-s E] [--eval-episodes N] [--confirm-episodes M]
+        --target R [--eval-every-s E] [--eval-episodes N] [--confirm-episodes M] [--confirm-confidence C]
 
 ``default``: ``A2C(policy, env)`` on one env (what a new user gets; Atari also gets the frame stack of 4
 every Atari A2C needs). ``zoo``: the RL-Zoo's ``hyperparams/a2c.yml`` entry for the env where it has one
@@ -15,9 +15,10 @@ training time: the peer's evaluations stop its training (ours's run in another p
 given back, to the budget and to the time to the target. Every ``eval_every_s`` seconds the policy plays
 ``eval_episodes`` deterministic episodes on raw envs (no reward clipping, no life loss, FIRE after a lost
 life as ours's evaluator does); an evaluation at the target is confirmed, as ours's, on
-``confirm_episodes`` more, and the mean of all of them must hold. The first that holds is the solve (its
-time counted from ``--launch``, less the evaluations'). After the budget a final evaluation gives the
-final return. The time spent evaluating is reported (``eval_s``).
+``confirm_episodes`` more games (the eval env plays on, so fresh ones), and their lower confidence bound at
+``confirm_confidence`` must reach the target (``eval_rounds.lower_bound``). The first that holds is the
+solve (its time counted from ``--launch``, less the evaluations'). After the budget a final evaluation gives
+the final return. The time spent evaluating is reported (``eval_s``).
 The last stdout line is one JSON object.
 """
 
@@ -30,7 +31,9 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+import numpy as np
 
+from a3c.runtime.eval_rounds import lower_bound
 from a3c.tools.bench.sb3_peer import silent_logger
 from a3c_envs.atari import is_atari
 
@@ -135,8 +138,9 @@ class Evaluations:
         target, confirm = self.options["target"], self.options["confirm_episodes"]
         reached = target is not None and sum(returns) / len(returns) >= target
         if reached and confirm:
-            returns += self._play(confirm)
-            reached = sum(returns) / len(returns) >= target
+            more = self._play(confirm)
+            reached = lower_bound(np.array(more), self.options["confirm_confidence"]) >= target
+            returns += more
         mean = sum(returns) / len(returns)
         self.curve.append({"time_s": time.time() - self.launch, "steps": steps, "mean": mean})
         self.eval_s += time.time() - start
@@ -195,6 +199,7 @@ def race(
 @click.option("--eval-every-s", type=float, default=5.0)
 @click.option("--eval-episodes", type=int, default=10)
 @click.option("--confirm-episodes", type=int, default=0)
+@click.option("--confirm-confidence", type=float, default=0.5)
 def main(**kwargs: Any) -> None:
     """One SB3 A2C race run; prints its JSON result."""
     print(json.dumps(race(**kwargs)))
