@@ -242,9 +242,11 @@ class ActionDist:
         Past the range ``bound_log_std`` is nearly flat, but Adam still moves the raw value by about its lr
         per step while a push lasts, and it took as many steps to come back. A pull on the loss, not a
         projection of the parameter after the step: a state-dependent raw log σ is an output of the net, no
-        parameter to clamp, and a term of the gradient needs nothing of the lock-free shared step (a clamp
-        of the shared parameter would race with the other workers' steps, and would be one more thing every
-        backend's step must remember)."""
+        parameter to clamp. A pull is a term of the gradient a worker computes on its own copy, applied by
+        the lock-free shared step like any other, on every backend. A clamp of the shared parameter would
+        race with the other workers' steps, harmlessly (at worst one worker's update of those few values
+        lost, what Hogwild already allows), but every backend's step would have to remember it, and Adam's
+        moments would go on pushing into the clamp."""
         low, high = RAW_LOG_STD_RANGE
         raw = out[:, self.n :]
         outside = F.relu(raw - high) + F.relu(low - raw)  # at most one of the two is non-zero
