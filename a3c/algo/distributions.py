@@ -9,7 +9,8 @@ A policy output ``out`` is one array per observation:
   MultiCategoricalDistribution and BernoulliDistribution). Sampled by Gumbel-max per dimension, or logistic
   noise per bit.
 - Box(A): ``out`` [N, 2A] = (mean, raw log σ) of a diagonal Gaussian over an unbounded ``u``; log σ is the raw
-  value bounded smoothly into [LOG_STD_MIN, LOG_STD_MAX] (``bound_log_std``). The env gets
+  value bounded smoothly into [LOG_STD_MIN, LOG_STD_MAX] (``bound_log_std``), and the raw value is pulled
+  back where that bound turns flat (``log_std_penalty``). The env gets
   ``u`` clipped to the bounds ("clip", as SB3 does: the log-prob is that of ``u``, the sample that was drawn),
   or squashed into them, ``low + (tanh(u) + 1)(high - low)/2`` ("tanh": the log-prob carries the change of
   variables' Jacobian, so it is the exact density of the action the env got, and so does the entropy).
@@ -38,8 +39,13 @@ if TYPE_CHECKING:
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 _LOG_STD_MID, _LOG_STD_HALF = (LOG_STD_MAX + LOG_STD_MIN) / 2, (LOG_STD_MAX - LOG_STD_MIN) / 2
 # Where a model may start (``init_log_std``) or an older checkpoint's log σ is moved to: 0.5 inside each
-# bound, where the bound's slope is still 0.27 (at the bounds themselves it is 0).
+# bound, where the bound's slope is still 1 - (3/3.5)² = 0.27 (it tends to 0 at the bounds themselves).
+# Past them the raw log σ is pulled back (``LOG_STD_PULL_COEF``, ``ActionDist.log_std_penalty``).
 INIT_LOG_STD_RANGE = (LOG_STD_MIN + 0.5, LOG_STD_MAX - 0.5)
+# The weight of the pull: coef × (raw past the range)², summed over the action dimensions and averaged over
+# the rows. A steady push of g on log σ (g·slope on the raw value) is met where 2·coef·excess = g·slope:
+# 0.12 raw units out for g = 1 (advantages of about 1), 0.86 for g = 10, 2.9 for g = 100.
+LOG_STD_PULL_COEF = 1.0
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 _LOG_2 = math.log(2.0)
 
@@ -52,9 +58,12 @@ def log_tanh_jacobian(u: torch.Tensor) -> torch.Tensor:
 
 def bound_log_std(raw: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
     """log σ from the policy's raw output (any shape, numpy or torch): mid + half·tanh((raw - mid)/half), with
-    mid and half those of [LOG_STD_MIN, LOG_STD_MAX]. Close to the identity in the middle (slope 1 at mid,
-    0.93 at log σ 0), inside the bounds everywhere, and its slope sech² never reaches 0: a σ driven to a bound
-    can always be pulled back."""
+    mid and half those of [LOG_STD_MIN, LOG_STD_MAX] (-1.5 and 3.5). Close to the identity in the middle
+    (slope 1 at mid; at log σ 0, raw 0.10, it is 1 - (1.5/3.5)² = 0.82; a raw 0 is log σ -0.09, σ 0.92),
+    inside the bounds everywhere, and its slope sech² never reaches 0. It does fall fast: 0.27 at
+    ``INIT_LOG_STD_RANGE``, 0.09 two raw units further out. Adam moves a parameter by about its lr per step
+    whatever its gradient's size, so a push kept up drove the raw value far into that flat part, and it took
+    as long to come back: ``ActionDist.log_std_penalty`` stops it near the range instead."""
     tanh = torch.tanh if isinstance(raw, torch.Tensor) else np.tanh
     return _LOG_STD_MID + _LOG_STD_HALF * tanh((raw - _LOG_STD_MID) / _LOG_STD_HALF)
 
@@ -65,6 +74,10 @@ def raw_log_std(log_std: float) -> float:
     low, high = INIT_LOG_STD_RANGE
     inside = (min(max(log_std, low), high) - _LOG_STD_MID) / _LOG_STD_HALF
     return _LOG_STD_MID + _LOG_STD_HALF * math.atanh(inside)
+
+
+# The raw values of ``INIT_LOG_STD_RANGE`` (about -5.99 and 2.99): ``log_std_penalty`` is 0 between them.
+RAW_LOG_STD_RANGE = (raw_log_std(INIT_LOG_STD_RANGE[0]), raw_log_std(INIT_LOG_STD_RANGE[1]))
 
 
 @dataclass(frozen=True)
@@ -213,6 +226,31 @@ class ActionDist:
             u = mean + torch.exp(log_std) * z.detach()  # == actions, with a path to μ and σ
             entropy = entropy + log_tanh_jacobian(u).sum(-1) + log_half_range
         return log_prob, entropy
+
+    def penalty(self, out: torch.Tensor) -> torch.Tensor:
+        """The distribution's own terms of the loss for ``out`` [N, P]: a Box's ``log_std_penalty`` plus its
+        ``mean_penalty``; a scalar 0 for any other kind."""
+        if not self.continuous:
+            return out.new_zeros(())
+        return self.log_std_penalty(out) + self.mean_penalty(out)
+
+    def log_std_penalty(self, out: torch.Tensor) -> torch.Tensor:
+        """``LOG_STD_PULL_COEF`` × the mean over the N rows of Σ (how far the raw log σ is outside
+        ``RAW_LOG_STD_RANGE``)² over the action dimensions, for a Box's ``out`` [N, 2A] (either squash, a
+        learned or a state-dependent σ alike): a term of the loss, 0 inside the range.
+
+        Past the range ``bound_log_std`` is nearly flat, but Adam still moves the raw value by about its lr
+        per step while a push lasts, and it took as many steps to come back. A pull on the loss, not a
+        projection of the parameter after the step: a state-dependent raw log σ is an output of the net, no
+        parameter to clamp. A pull is a term of the gradient a worker computes on its own copy, applied by
+        the lock-free shared step like any other, on every backend. A clamp of the shared parameter would
+        race with the other workers' steps, harmlessly (at worst one worker's update of those few values
+        lost, what Hogwild already allows), but every backend's step would have to remember it, and Adam's
+        moments would go on pushing into the clamp."""
+        low, high = RAW_LOG_STD_RANGE
+        raw = out[:, self.n :]
+        outside = F.relu(raw - high) + F.relu(low - raw)  # at most one of the two is non-zero
+        return LOG_STD_PULL_COEF * outside.pow(2).sum(-1).mean()
 
     @property
     def pulls_mean(self) -> bool:

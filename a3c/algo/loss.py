@@ -96,7 +96,8 @@ def segment_loss(
 ) -> LossTerms:
     """The actor-critic loss of ``seg``: ONE batched forward over ``segment_batch(seg)``, or, for a recurrent
     model, one unroll of the segment from its stored initial state. ``dist``: the action distribution
-    (default: categorical over the model's outputs), whose ``mean_penalty`` joins the total."""
+    (default: categorical over the model's outputs), whose ``penalty`` (a Box's pulls on log σ and the mean)
+    joins the total."""
     n = seg.rewards.size
     device = model_device(model)  # the batches go where the model is (the same memory on the CPU)
     if getattr(model, "recurrent", False):
@@ -125,8 +126,8 @@ def segment_loss(
         value_coef,
         entropy_coef,
     )
-    if dist.pulls_mean:
-        terms = dataclasses.replace(terms, total=terms.total + dist.mean_penalty(out[:n]))
+    if dist.continuous:
+        terms = dataclasses.replace(terms, total=terms.total + dist.penalty(out[:n]))
     return terms
 
 

@@ -8,7 +8,8 @@ It covers every policy head the package trains, read from a model's policy outpu
 - MultiDiscrete(nvec): one categorical per dimension over its slice of the logits; MultiBinary(A): A
   independent Bernoullis (log π and the entropy are sums over the dimensions or bits);
 - Box(A): a diagonal Gaussian, ``out`` = (mean, raw log σ), over a sample ``u`` that the env gets clipped
-  into the bounds ("clip") or squashed into them ("tanh"), with the tanh mean's L2 pull;
+  into the bounds ("clip") or squashed into them ("tanh"), with the pull on a raw log σ out where its bound
+  is flat and the tanh mean's L2 pull;
 and every model: a feed-forward one (the MLP, the conv net) in one batched forward, the conv LSTM unrolled
 over the segment one step at a time, as the rollout ran it.
 
@@ -21,6 +22,7 @@ before the update, the shared optimizer's step after it.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import torch
@@ -28,7 +30,7 @@ from torch import nn
 from torch.distributions import Bernoulli, Categorical, Independent, Normal
 from torch.distributions.transforms import AffineTransform, ComposeTransform, TanhTransform
 
-from a3c.algo.distributions import LOG_STD_MAX, LOG_STD_MIN
+from a3c.algo.distributions import INIT_LOG_STD_RANGE, LOG_STD_MAX, LOG_STD_MIN, LOG_STD_PULL_COEF
 
 if TYPE_CHECKING:
     from a3c.algo.distributions import ActionDist
@@ -60,7 +62,7 @@ def reference_update(  # noqa: PLR0913 - the five hyperparameters by name, as th
     Returns:
         (gradient [params]: every parameter's ``.grad`` in ``model.parameters()`` order, the whole clipped to
         an L2 norm of ``max_grad_norm`` (≤ 0: not clipped); {"policy", "value", "entropy", "mean_penalty",
-        "total"} as floats).
+        "log_std_penalty", "total"} as floats).
     """
     steps, envs = seg.rewards.shape
     out, values, last_values, final_values = forward(model, seg)
@@ -73,7 +75,15 @@ def reference_update(  # noqa: PLR0913 - the five hyperparameters by name, as th
     value_loss = ((values - returns) ** 2).mean()
     entropy = entropies.mean()
     loss = policy_loss + value_coef * value_loss - entropy_coef * entropy
-    mean_penalty = torch.zeros(())
+    mean_penalty, log_std_penalty = torch.zeros(()), torch.zeros(())
+    if dist is not None and dist.continuous:
+        # A raw log σ past the values where its bound's slope falls to 0.27 is pulled back by
+        # LOG_STD_PULL_COEF × (the distance)², summed over the dimensions, averaged over the N rows.
+        low, high = (raw_log_std_at(x) for x in INIT_LOG_STD_RANGE)
+        raw = out[:, dist.n :]
+        distance = torch.where(raw > high, raw - high, torch.where(raw < low, low - raw, torch.zeros(())))
+        log_std_penalty = LOG_STD_PULL_COEF * (distance**2).sum(-1).mean()
+        loss = loss + log_std_penalty
     if dist is not None and dist.continuous and dist.squash == "tanh":
         # Far out in tanh's flat tails every sample gives the same action: the policy gradient on the mean is
         # noise there, and this pull (mean_l2_coef × Σ μ², averaged over the N rows) brings it back. It is the
@@ -87,6 +97,7 @@ def reference_update(  # noqa: PLR0913 - the five hyperparameters by name, as th
         nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
     gradient = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
     terms = {"policy": policy_loss, "value": value_loss, "entropy": entropy, "mean_penalty": mean_penalty}
+    terms["log_std_penalty"] = log_std_penalty
     return gradient, {name: term.item() for name, term in terms.items()} | {"total": loss.item()}
 
 
@@ -181,6 +192,12 @@ def log_prob_and_entropy(
         return bits.log_prob(actions.to(out.dtype)), bits.entropy()
     policy = Categorical(logits=out)
     return policy.log_prob(actions), policy.entropy()
+
+
+def raw_log_std_at(log_std: float) -> float:
+    """The raw value that the bound mid + half·tanh((raw - mid)/half) takes to ``log_std``: its inverse."""
+    mid, half = (LOG_STD_MAX + LOG_STD_MIN) / 2, (LOG_STD_MAX - LOG_STD_MIN) / 2
+    return mid + half * math.atanh((log_std - mid) / half)
 
 
 def gaussian_log_prob_and_entropy(

@@ -19,7 +19,8 @@ The module, feed-forward: ``forward(obs) -> (policy output [B, P], value [B])``,
 - Discrete(n): logits [B, n]; MultiDiscrete(nvec): logits [B, sum(nvec)], one slice per dimension in order;
   MultiBinary(n): one logit per bit [B, n] (P(bit = 1) = sigmoid(logit));
 - Box(A): [B, 2A] = (mean [B, A], raw log σ [B, A]) of a diagonal Gaussian; a3c bounds log σ smoothly into
-  (-5, 2) (``distributions.bound_log_std``, about the identity near 0), so a raw 0 is σ ≈ 1. A
+  (-5, 2) (``distributions.bound_log_std``, about the identity near 0), so a raw 0 is σ ≈ 0.92, and the
+  loss pulls a raw log σ outside (-5.99, 2.99) back in (``ActionDist.log_std_penalty``). A
   state-independent σ is an ``nn.Parameter`` [A] expanded to [B, A] and concatenated after the mean (as
   ``networks.with_log_std``). The samples are clipped into the bounds (``squash`` clip) or squashed.
 

@@ -101,10 +101,14 @@ def test_autograd_gives_the_reference_gradient_of_a_gaussian_mlp(squash, mean_l2
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.5 * torch.randn_like(p))  # means and σ that vary, some means out in tanh's tails
+        # The first dimension's raw log σ out where its bound is flat (about -7.5): the pull on it in play.
+        raw_log_std = model.policy_head.bias[2:] if state_std else model.log_std
+        raw_log_std[0] -= 7.0
     dist = box(squash, mean_l2_coef)
     expected, terms = reference_update(copy.deepcopy(model), seg, **HYPER, max_grad_norm=40.0, dist=dist)
-    # The pull is a term of the tanh squash only.
+    # The mean's pull is a term of the tanh squash only; the log σ's, of both.
     assert (terms["mean_penalty"] > 0) == (squash == "tanh" and mean_l2_coef > 0)
+    assert terms["log_std_penalty"] > 0
 
     grad, loss = autograd_update(model, seg, HYPER, 40.0, dist)
     torch.testing.assert_close(grad, expected, rtol=1e-5, atol=1e-6)
