@@ -315,27 +315,32 @@ class EvalSchedule:
             self.next_step = (global_step // every + 1) * every
         self.next_time = time.monotonic() + pause_s
 
-    def pause_after(self, eval_cpu_s: float) -> float:
-        """The pause after an evaluation that used ``eval_cpu_s`` of CPU: ``next_wait`` by time; by steps only
-        its CPU-share part, so that a short step interval cannot make evaluations take a worker's core."""
+    def pause_after(self, eval_cpu_s: float, trained_s: float) -> float:
+        """The pause after an evaluation that used ``eval_cpu_s`` of CPU, ``trained_s`` s into the run:
+        ``next_wait`` by time; by steps only its CPU-share part, so that a short step interval cannot make
+        evaluations take a worker's core."""
         if self.by_steps:
-            return cpu_share_wait(eval_cpu_s, self.config)
-        return next_wait(eval_cpu_s, self.config)
+            return cpu_share_wait(eval_cpu_s, self.config, trained_s)
+        return next_wait(eval_cpu_s, self.config, trained_s)
 
 
-def cpu_share_wait(eval_cpu_s: float, config: Config) -> float:
+def cpu_share_wait(eval_cpu_s: float, config: Config, trained_s: float = float("inf")) -> float:
     """Seconds to wait after an evaluation that used ``eval_cpu_s`` of CPU so that the evaluator uses at most
-    ``eval_cpu_share`` of a core."""
+    ``eval_cpu_share`` of a core — but never longer than the run has trained (``trained_s``): an early
+    evaluation of a policy that loops plays every game to the step limit (on an env without a time limit,
+    10,000 steps each), and the share's pause after it would hide a target reached soon after for many
+    times the run's age. The cap binds only while a run is young."""
     share = config.eval_cpu_share
-    return eval_cpu_s * (1.0 - share) / share
+    return min(eval_cpu_s * (1.0 - share) / share, trained_s)
 
 
-def next_wait(eval_cpu_s: float, config: Config) -> float:
-    """Seconds to wait after an evaluation that used ``eval_cpu_s`` of CPU: at least ``eval_interval``, and
-    long enough that the evaluator uses at most ``eval_cpu_share`` of a core. Cheap evaluations (a fast env,
-    a policy that fails fast) come often and see a solve promptly; costly ones back off instead of taking a
-    worker's core. CPU time, not wall time: on a busy machine an evaluation's wall time is mostly waiting."""
-    return max(config.eval_interval, cpu_share_wait(eval_cpu_s, config))
+def next_wait(eval_cpu_s: float, config: Config, trained_s: float = float("inf")) -> float:
+    """Seconds to wait after an evaluation that used ``eval_cpu_s`` of CPU, ``trained_s`` s into the run: at
+    least ``eval_interval``, and long enough that the evaluator uses at most ``eval_cpu_share`` of a core
+    (``cpu_share_wait``). Cheap evaluations (a fast env, a policy that fails fast) come often and see a
+    solve promptly; costly ones back off instead of taking a worker's core. CPU time, not wall time: on a
+    busy machine an evaluation's wall time is mostly waiting."""
+    return max(config.eval_interval, cpu_share_wait(eval_cpu_s, config, trained_s))
 
 
 def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: float) -> None:
@@ -358,7 +363,7 @@ def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: 
                 continue
             cpu_before = time.process_time()
             record = evaluator.evaluate(cut_short)
-            pause = schedule.pause_after(time.process_time() - cpu_before)
+            pause = schedule.pause_after(time.process_time() - cpu_before, shared.start_time.elapsed())
             schedule.done(shared.counters.total_steps, pause)
             if record is not None:
                 conn.send(record)

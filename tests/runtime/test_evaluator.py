@@ -373,3 +373,13 @@ def test_a_solved_run_is_not_rescored(tmp_path, monkeypatch):
     evaluator.evaluate()
     assert evaluator.final().solved and evaluator.rescore() is None  # no more plays: the iterator is spent
     evaluator.close()
+
+
+def test_the_evaluators_pause_keeps_its_cpu_share_but_never_outlasts_the_runs_training():
+    from a3c.runtime.evaluator import cpu_share_wait, next_wait
+
+    config = Config(env_id="CartPole-v1", eval_interval=1.0, eval_cpu_share=0.05)
+    assert next_wait(4.0, config, trained_s=1000.0) == pytest.approx(76.0)  # 4 s of 80: the share
+    assert next_wait(4.0, config, trained_s=9.0) == 9.0  # a young run looks again soon
+    assert next_wait(0.01, config, trained_s=9.0) == 1.0  # never before eval_interval
+    assert cpu_share_wait(4.0, config, trained_s=9.0) == 9.0  # by steps: the same cap

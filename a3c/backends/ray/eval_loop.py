@@ -69,7 +69,8 @@ class EvalLoop:
                 record = self.evaluator.evaluate(self.stop_event.is_set)
                 if record is not None:
                     self.records.put(record)
-                extra = next_wait(self.evaluator.remote_cpu_s - cpu, self.config) - self.config.eval_interval
+                used, trained = self.evaluator.remote_cpu_s - cpu, self.evaluator.start_time.elapsed()
+                extra = next_wait(used, self.config, trained) - self.config.eval_interval
                 if extra > 0 and self.stop_event.wait(extra):
                     return
         except ActorFailed as exc:
