@@ -95,7 +95,9 @@ TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 NVIDIA_DRIVER_MARKERS = /proc/driver/nvidia/version /usr/lib/wsl/lib/nvidia-smi \
 	$(addsuffix /nvidia-smi,$(subst :, ,$(PATH)))
 nvidia_driver = $(firstword $(wildcard $(NVIDIA_DRIVER_MARKERS)))
-UNAME = $(shell uname -sm)
+# uname runs once, at the first use (made simple then): a plain recursive variable ran it at each of its
+# dozen uses in one call of make.
+UNAME = $(eval UNAME := $$(shell uname -sm))$(UNAME)
 linux_x86_64 = $(filter Linux x86_64,$(word 1,$(UNAME)) $(word 2,$(UNAME)))
 # The build of the venv's torch, from its dist-info folder's name: cpu (2.13.0+cpu), cuda (no local label:
 # PyPI's; or +cu<version>: PyTorch's CUDA indexes), another label as it is (rocm6.2), nothing when there is

@@ -56,12 +56,12 @@ def dry_run(venv: Path, *args: str, path: str | None = None) -> list[str]:
 
 def installs(venv: Path, *args: str) -> list[str]:
     """What the dry run pip-installs: e.g. ``["."]`` or ``[".[atari]"]``; ``[]`` when nothing."""
-    return [m.group(1) for line in dry_run(venv, *args) if (m := PIP_LINE.search(line))]
+    return pip_installs(dry_run(venv, *args))
 
 
-def spec_of(extra: str | None) -> str:
-    """What ``make train`` installs for an env of ``extra``: analysis always, the env's extra beside it."""
-    return ".[analysis]" if extra is None else f".[analysis,{extra}]"
+def pip_installs(lines: list[str]) -> list[str]:
+    """What the dry run's ``lines`` pip-install (``installs``)."""
+    return [m.group(1) for line in lines if (m := PIP_LINE.search(line))]
 
 
 @pytest.mark.parametrize(
@@ -85,16 +85,16 @@ def test_train_installs_the_core_analysis_and_the_envs_extra_only(tmp_path, env_
     venv = tmp_path / "venv"
     lines = dry_run(venv, "train", f"ENV={env_id}")
     assert f"{sys.executable} -m venv --clear {venv}" in lines  # a missing venv is created
-    assert installs(venv, "train", f"ENV={env_id}") == [expected]
+    assert pip_installs(lines) == [expected]
 
 
 def test_every_preset_gets_the_extra_env_extra_names(tmp_path):
+    # The Makefile's env_extra of every preset, from one make call: the install line that follows from
+    # env_extra is the parametrized test's above, an id of each extra through the train target.
     presets = list_presets()
     assert presets
-    wrong = {
-        p.env_id: (installs(tmp_path / "venv", "train", f"ENV={p.env_id}"), spec_of(p.extra)) for p in presets
-    }
-    assert {k: v for k, v in wrong.items() if v[0] != [v[1]]} == {}
+    got = makefile_extras(tmp_path / "venv", [p.env_id for p in presets])
+    assert {p.env_id: got[p.env_id] or None for p in presets} == {p.env_id: p.extra for p in presets}
 
 
 def makefile_extras(venv: Path, env_ids: list[str]) -> dict[str, str]:
@@ -286,6 +286,15 @@ def test_the_driver_is_proc_nvidia_wsls_nvidia_smi_or_one_on_path(tmp_path):
     (fake_bin / "nvidia-smi").chmod(0o755)
     said, pip = torch_step(venv, "train", LINUX, path=f"{fake_bin}:{os.environ['PATH']}")
     assert pip == CUDA_BUILD and f"NVIDIA driver found: {fake_bin / 'nvidia-smi'};" in said
+
+
+def test_the_platform_is_unames_read_once(tmp_path):
+    # The tests around give UNAME= on the command line; without it make asks uname, at its first use of the
+    # value (the second use reads what the first kept).
+    rule = "platform: ; $(info $(UNAME)|$(UNAME)|$(linux_x86_64))"
+    this = f"{os.uname().sysname} {os.uname().machine}"
+    linux_x86_64 = " ".join(w for w in this.split() if w in ("Linux", "x86_64"))
+    assert dry_run(tmp_path / "venv", "--eval", rule, "platform")[0] == f"{this}|{this}|{linux_x86_64}"
 
 
 @pytest.mark.slow

@@ -102,29 +102,29 @@ def counts(run_dir: Path) -> tuple[int, int, int]:
 
 
 def test_resume_continues_the_run_with_the_values_given(tmp_path):
-    # 10 steps an update (CartPole's preset, serial): 1,000 steps are 100 updates; the resume's lr wins over
+    # 10 steps an update (CartPole's preset, serial): 500 steps are 50 updates; the resume's lr wins over
     # the saved one, and its counters, rows and Adam's step continue from the checkpoint's.
     run_dir = tmp_path / "r"
-    first = a3c.train("CartPole-v1", run_dir=run_dir, serial=True, max_steps=1000, eval_interval_steps=500)
+    first = a3c.train("CartPole-v1", run_dir=run_dir, serial=True, max_steps=500, eval_interval_steps=250)
     episodes = csv_rows(run_dir / "episodes.csv")
-    assert counts(run_dir) == (1000, 100, 100) and first.config["lr"] != 5e-4
+    assert counts(run_dir) == (500, 50, 50) and first.config["lr"] != 5e-4
 
-    again = a3c.resume(run_dir, serial=True, max_steps=2000, lr=5e-4)
-    assert (again.config["resumes"], again.config["lr"], again.config["max_steps"]) == (1, 5e-4, 2000)
+    again = a3c.resume(run_dir, serial=True, max_steps=1000, lr=5e-4)
+    assert (again.config["resumes"], again.config["lr"], again.config["max_steps"]) == (1, 5e-4, 1000)
     summary = again.summary
     assert (summary["exit_reason"], summary["total_steps"], summary["total_updates"]) == (
         "max_steps",
-        2000,
-        200,
+        1000,
+        100,
     )
-    assert counts(run_dir) == (2000, 200, 200)
+    assert counts(run_dir) == (1000, 100, 100)
     last = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
     assert last["optimizer_state"]["param_groups"][0]["lr"] == 5e-4
     table = csv_rows(run_dir / "episodes.csv")  # the first run's rows, then the resume's own
     assert table[: len(episodes)] == episodes and len(table) == summary["episodes"] > len(episodes)
-    assert all(int(row["global_step"]) > 1000 for row in table[len(episodes) :])
+    assert all(int(row["global_step"]) > 500 for row in table[len(episodes) :])
     evaluated_at = [int(row["global_step"]) for row in csv_rows(run_dir / "eval.csv")]
-    assert evaluated_at == [500, 1000, 1500, 2000]
+    assert evaluated_at == [250, 500, 750, 1000]
 
 
 def hold_lock(run_dir: Path, token: str) -> subprocess.Popen:

@@ -242,9 +242,9 @@ def test_a_checkpoint_crosses_backends_both_ways_and_the_cluster_a_run_starts_st
         # Every server of the cluster listens on loopback alone: nothing on 0.0.0.0 or an external address.
         assert listening_addresses(cluster | processes_with_token(token)) == {"127.0.0.1"}
         # The node it advertises is loopback, and a driver with another token is refused (one try: Ray
-        # retries a refused token for 20 s).
-        assert probed(token, address)["addresses"] == ["127.0.0.1"]
+        # retries a refused token for 20 s). The two drivers side by side: each starts Ray's client (seconds).
         refused = start_probe(token, address, RAY_AUTH_TOKEN="0" * 64, RAY_gcs_server_port_wait_time_s="1")
+        assert probed(token, address)["addresses"] == ["127.0.0.1"]
         _, refusal = refused.communicate(timeout=WAIT_CAP_S)
         assert refused.returncode != 0 and "InvalidAuthToken" in refusal, refusal[-3000:]
         run.send_signal(signal.SIGINT)

@@ -10,13 +10,15 @@ import select
 import signal
 from multiprocessing import forkserver
 
-import torch
-
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def report(conn) -> None:
-    """What a child sees of its server's settings: the environment, torch's threads."""
+    """What a child sees of its server's settings: the environment, torch's threads. (torch is imported here,
+    in the child, where the server's preload already did: this process never needs it, and importing it
+    took 2-3 CPU-s of the test.)"""
+    import torch
+
     conn.send({"env": {k: os.environ.get(k) for k in THREAD_VARS}, "torch_threads": torch.get_num_threads()})
 
 
