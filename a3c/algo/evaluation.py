@@ -10,7 +10,6 @@ import numpy as np
 from torch import nn
 
 from a3c.algo.distributions import action_dist
-from a3c.algo.networks import TorchPolicy
 from a3c.algo.normalize import RunningMeanStd
 from a3c.algo.numpy_mlp import make_policy
 from a3c.core.config import Config
@@ -129,9 +128,9 @@ def play_greedy(
     lengths [num_envs]); on ``should_stop`` (checked every step) it returns early with the partial episodes.
 
     An env whose episode ended is stepped no more where the vector env can step a subset (``RunningEnvs``),
-    and the network runs on the running envs' rows only (a recurrent state keeps theirs, ``TorchPolicy.
-    keep_rows``): the running games' actions are the same as if every env were stepped to the longest
-    game's end, at the cost of the running ones only.
+    and the network runs on the running envs' rows only (a recurrent state keeps theirs:
+    ``TorchPolicy.keep_rows``): the running games' actions are the same as if every env were stepped to the
+    longest game's end, at the cost of the running ones only.
 
     A recurrent model's state is zeroed for each env that lost a life (``LostLives``), as in training, where
     episodic life ends the learner's episode there; the evaluation episode itself goes on to the game's end.
@@ -143,6 +142,7 @@ def play_greedy(
     policy = make_policy(model, envs.num_envs)
     lost_lives = LostLives.of(envs, reset_info) if getattr(policy, "recurrent", False) else None
     stepper = RunningEnvs(envs)
+    keep_rows = getattr(policy, "keep_rows", None)  # a policy with a state per env (TorchPolicy)
     dist = action_dist(envs.single_action_space, squash)
     image = len(envs.single_observation_space.shape) == 3
     limit, step = (max_steps if max_steps is not None else float("inf")), 0
@@ -158,8 +158,8 @@ def play_greedy(
         if ended.any():  # those envs are stepped no more, and the network sees only the others' rows
             going = ~ended
             running, obs = running[going], np.asarray(obs)[going]
-            if isinstance(policy, TorchPolicy):
-                policy.keep_rows(going)
+            if keep_rows is not None:
+                keep_rows(going)
     return returns, lengths
 
 
