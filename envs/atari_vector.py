@@ -228,9 +228,12 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
                 return obs
         raise RuntimeError(f"FireReset: every FIRE after reset ended the episode ({MAX_FIRE_RESETS} tries)")
 
-    def _step_one(self, i: int, action: int) -> tuple[np.ndarray, float, bool, bool, np.ndarray | None]:
+    def _step_one(
+        self, i: int, action: int, restart: bool = True
+    ) -> tuple[np.ndarray, float, bool, bool, np.ndarray | None]:
         """Step env i: (its next obs, the reward for the learner, terminated, truncated, the final obs where
-        the episode ended, else None)."""
+        the episode ended, else None). ``restart=False``: a game that ends is not restarted (no FIRE step;
+        ALE itself already began the next): the next obs is then the final one."""
         obs, reward, terminated, truncated, info = self._act(i, action)
         lives = int(info["lives"][0])  # after a game's end: the new game's lives
         ended = terminated or truncated
@@ -250,6 +253,8 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
             return obs, reward, False, False, None
         final = info["final_obs"][0]
         self._end_game(i)
+        if not restart:
+            return final, reward, terminated, truncated, final
         return self._restart(i, obs, info, new_game=True), reward, terminated, truncated, final
 
     def step(self, actions: np.ndarray):
@@ -273,6 +278,23 @@ class NativeAtariVectorEnv(gym.vector.VectorEnv):
         if self._games is not None:
             info["episode"], info["_episode"] = self._games, self._games_ended
         return self._obs, self._rewards, self._terminated, self._truncated, info
+
+    def step_some(self, indices: np.ndarray, actions: np.ndarray):
+        """Step only env ``indices[j]`` with ``actions[j]`` (indices [n], actions [n] ints), the others not
+        at all (each sub-env is its own C++ env, so a subset costs only its own steps); a game that ends here
+        is not restarted (greedy play steps each env to its game's end, then no more): step it again only
+        after ``reset``. Returns fresh arrays (obs [n, ...], rewards [n] float64, terminated [n] bool,
+        truncated [n] bool, {"lives": [n]}), row j env ``indices[j]``'s; an ended game's obs is its last."""
+        indices = np.asarray(indices)
+        n = len(indices)
+        obs = np.empty((n, *self._obs.shape[1:]), self._obs.dtype)
+        rewards = np.empty(n, np.float64)
+        terminated = np.empty(n, bool)
+        truncated = np.empty(n, bool)
+        self._games = None
+        for j, (i, action) in enumerate(zip(indices.tolist(), np.asarray(actions).tolist(), strict=True)):
+            obs[j], rewards[j], terminated[j], truncated[j], _ = self._step_one(i, action, restart=False)
+        return obs, rewards, terminated, truncated, {"lives": self._lives[indices]}
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """Start a new game in every env (env i seeded with ``(seed + i) mod 2**31``), FIRE included; return

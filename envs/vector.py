@@ -92,6 +92,22 @@ class SerialVectorEnv(gym.vector.VectorEnv):
             info["episode"], info["_episode"] = games, games_ended
         return self._obs, self._rewards, self._terminated, self._truncated, info
 
+    def step_some(self, indices: np.ndarray, actions: np.ndarray):
+        """Step only env ``indices[j]`` with ``actions[j]`` (indices [n], actions [n, ...]), the others not at
+        all; an env that ends here is NOT reset (greedy play steps each env to its episode's end, then no
+        more): step it again only after ``reset``. Returns fresh arrays (obs [n, ...], rewards [n] float64,
+        terminated [n] bool, truncated [n] bool, an empty info), row j env ``indices[j]``'s; an ended env's
+        obs is its last."""
+        n = len(indices)
+        obs = np.empty((n, *self._obs.shape[1:]), self._obs.dtype)
+        rewards = np.empty(n, np.float64)
+        terminated = np.empty(n, bool)
+        truncated = np.empty(n, bool)
+        per_env = actions.tolist() if self._discrete else actions
+        for j, (i, action) in enumerate(zip(np.asarray(indices).tolist(), per_env, strict=True)):
+            obs[j], rewards[j], terminated[j], truncated[j], _ = self.envs[i].step(action)
+        return obs, rewards, terminated, truncated, {}
+
     def close_extras(self, **kwargs: Any) -> None:
         """Close every env (``VectorEnv.close`` calls this once)."""
         for env in self.envs:

@@ -53,19 +53,60 @@ class LostLives:
     def _ask(ales: list[Any]) -> np.ndarray:
         return np.fromiter((ale.lives() for ale in ales), np.int64, len(ales))
 
-    def __call__(self, info: dict[str, Any]) -> np.ndarray | None:
-        """After a step with this ``info``: [K] bool, True where an env's lives dropped (None: none did)."""
+    def __call__(self, info: dict[str, Any], rows: np.ndarray) -> np.ndarray | None:
+        """After a step of the envs ``rows`` [n] (indices) with this ``info`` (its arrays one entry per env of
+        ``rows``): [n] bool, True where an env's lives dropped (None: none did)."""
+        known = self._lives[rows]
         if self._ales is not None:
-            lives = self._ask(self._ales)
+            lives = self._ask([self._ales[i] for i in rows.tolist()])
         elif "lives" not in info:
             return None
         elif "_lives" in info:  # envs that did not report keep their last count
-            lives = np.where(info["_lives"], info["lives"], self._lives).astype(np.int64)
+            lives = np.where(info["_lives"], info["lives"], known).astype(np.int64)
         else:
             lives = np.array(info["lives"], np.int64)  # a copy: an env's info arrays may be its buffers
-        lost = lives < self._lives
-        self._lives = lives
+        lost = lives < known
+        self._lives[rows] = lives
         return lost if lost.any() else None
+
+
+def _rows(info: dict[str, Any], rows: np.ndarray, num_envs: int) -> dict[str, Any]:
+    """``info`` of a step of all ``num_envs`` envs, its per-env arrays [num_envs] cut to ``rows``."""
+    return {
+        key: value[rows] if isinstance(value, np.ndarray) and value.shape[:1] == (num_envs,) else value
+        for key, value in info.items()
+    }
+
+
+class RunningEnvs:
+    """Steps the envs whose episode goes on, and only those where the vector env can step a subset (a
+    ``step_some(indices, actions)`` method: ``SerialVectorEnv``, ``NativeAtariVectorEnv``). Other vector envs
+    (gymnasium's, a registered vector entry point such as CartPole's) step every env: the ended ones repeat
+    their last action, which changes no running env's episode (envs share no state but, in some vector envs,
+    a random generator that only resets draw from, and a running env is never reset)."""
+
+    def __init__(self, envs: gym.vector.VectorEnv):
+        self.envs = envs
+        self._step_some = getattr(envs, "step_some", None)
+        self._actions: np.ndarray | None = None  # the last action of every env, for envs stepped all at once
+
+    def step(
+        self, rows: np.ndarray, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step envs ``rows`` [n] (indices) with ``actions`` [n, ...]: (obs [n, ...], rewards [n], ended [n]
+        bool, info whose per-env arrays are [n]), row j env ``rows[j]``'s."""
+        if self._step_some is not None:
+            obs, rewards, terminated, truncated, info = self._step_some(rows, actions)
+            return obs, rewards, terminated | truncated, info
+        if self._actions is None:  # the first step: every env runs
+            self._actions = np.array(actions)
+        else:
+            self._actions[rows] = actions
+        obs, rewards, terminated, truncated, info = self.envs.step(self._actions)
+        if len(rows) == self.envs.num_envs:
+            return obs, rewards, terminated | truncated, info
+        ended = (terminated | truncated)[rows]
+        return np.asarray(obs)[rows], rewards[rows], ended, _rows(info, rows, self.envs.num_envs)
 
 
 def play_greedy(
@@ -86,28 +127,39 @@ def play_greedy(
     after this many steps ends there (``a3c_envs.episodes.eval_step_limit``). Returns (returns [num_envs],
     lengths [num_envs]); on ``should_stop`` (checked every step) it returns early with the partial episodes.
 
+    An env whose episode ended is stepped no more where the vector env can step a subset (``RunningEnvs``),
+    and the network runs on the running envs' rows only (a recurrent state keeps theirs:
+    ``TorchPolicy.keep_rows``): the running games' actions are the same as if every env were stepped to the
+    longest game's end, at the cost of the running ones only.
+
     A recurrent model's state is zeroed for each env that lost a life (``LostLives``), as in training, where
     episodic life ends the learner's episode there; the evaluation episode itself goes on to the game's end.
     """
     obs, reset_info = envs.reset(seed=seed)
     returns = np.zeros(envs.num_envs, np.float64)
     lengths = np.zeros(envs.num_envs, np.int64)
-    running = np.ones(envs.num_envs, bool)
+    running = np.arange(envs.num_envs)  # the envs whose episode goes on, in order: the policy's rows
     policy = make_policy(model, envs.num_envs)
     lost_lives = LostLives.of(envs, reset_info) if getattr(policy, "recurrent", False) else None
+    stepper = RunningEnvs(envs)
+    keep_rows = getattr(policy, "keep_rows", None)  # a policy with a state per env (TorchPolicy)
     dist = action_dist(envs.single_action_space, squash)
     image = len(envs.single_observation_space.shape) == 3
     limit, step = (max_steps if max_steps is not None else float("inf")), 0
-    while running.any() and not should_stop() and step < limit:  # every episode started together
+    while running.size and not should_stop() and step < limit:  # every episode started together
         step += 1
         x = np.asarray(obs) if image else np.asarray(obs, dtype=np.float32)
         actions = dist.greedy(policy(x if normalize is None else normalize(x)))
-        obs, rewards, terminated, truncated, info = envs.step(actions)
-        if lost_lives is not None and (lost := lost_lives(info)) is not None:
+        obs, rewards, ended, info = stepper.step(running, actions)
+        if lost_lives is not None and (lost := lost_lives(info, running)) is not None:
             policy.reset(lost)  # the LSTM meets a new life with a zero state, as it did in training
-        returns += np.where(running, rewards, 0.0)
-        lengths += running
-        running &= ~(terminated | truncated)
+        returns[running] += rewards
+        lengths[running] += 1
+        if ended.any():  # those envs are stepped no more, and the network sees only the others' rows
+            going = ~ended
+            running, obs = running[going], np.asarray(obs)[going]
+            if keep_rows is not None:
+                keep_rows(going)
     return returns, lengths
 
 

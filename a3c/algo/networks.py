@@ -294,3 +294,12 @@ class TorchPolicy:
             return
         keep = to_device(~ended, self.device).float().unsqueeze(1)
         self._state = tuple(x * keep for x in self._state)
+
+    def keep_rows(self, kept: np.ndarray) -> None:
+        """Go on with the envs where ``kept`` [B] is True only (greedy play drops the envs whose episode
+        ended): their state rows stay as they are, the others' go, and the next call takes the kept envs'
+        observations [B', ...], in the same order."""
+        self.num_envs = int(np.count_nonzero(kept))
+        if self._state is not None:
+            rows = to_device(np.flatnonzero(kept), self.device)
+            self._state = tuple(x.index_select(0, rows) for x in self._state)

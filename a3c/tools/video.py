@@ -131,7 +131,7 @@ def record_episode(saved: SavedPolicy, folder: Path, seed: int) -> dict[str, Any
         if isinstance(exc, gym.error.DependencyNotInstalled):
             raise BadInput(f"--video: {config.env_id} cannot render ({exc}); {INSTALL}") from None
         raise
-    envs.close()  # the episode's end (its autoreset) already wrote the video; closing writes none
+    envs.close()  # writes the video: RecordVideo stops recording at close (greedy play resets no ended env)
     os.replace(temp, final)
     return {"path": str(final), "return": float(returns[0]), "length": int(lengths[0])}
 
