@@ -259,7 +259,10 @@ class Config:
     )
     eval_cpu_share: float = field(
         default=0.05,
-        metadata={"help": "at most this share of the evaluator's time is spent evaluating, in (0, 1]"},
+        metadata={
+            "help": "at most this share of the evaluator's time is spent evaluating, in (0, 1] (4 times "
+            "that after an evaluation at the target, which played a confirmation)"
+        },
     )
     eval_episodes: int = field(
         default=10,

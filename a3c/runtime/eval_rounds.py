@@ -25,6 +25,10 @@ import numpy as np
 
 from a3c.core.config import MAX_ENVS_PER_WORKER, MAX_EPISODES, Config
 
+# Near the target (the last evaluation played a confirmation) the evaluator may use this many times its
+# CPU share: a failed confirmation is the costliest evaluation, and the share's pause after it would keep
+# the evaluator from seeing a solve that is likely close.
+NEAR_TARGET_SHARE = 4.0
 # Above every seed a worker's envs reset on (a child seed is below 2**30; its env i gets that seed + i), and
 # below 2**31 - 1 (ALE's seed range) for the last episode of any round.
 FIRST_SEED = 2**30 + MAX_ENVS_PER_WORKER
@@ -105,6 +109,7 @@ class Outcome(NamedTuple):
     lengths: np.ndarray  # [games]
     solved: bool  # the confirmation held (confirmation off: the evaluation round reached the target)
     selection_mean: float  # over the ``selection_games`` (the evaluation round's when it played alone)
+    confirmed: bool  # a confirmation was played: the evaluation round reached the target
 
 
 def play_rounds(
@@ -123,15 +128,15 @@ def play_rounds(
     played = [play(config.eval_episodes, eval_seed)]
     eval_mean = float(played[0][0].mean())
     reached = at_target(eval_mean, config)
-    solved = reached and config.confirm_episodes == 0
+    solved, confirmed = reached and config.confirm_episodes == 0, False
     if plays_selection(eval_mean, config, *best) and not should_stop():
         played.append(play(config.eval_episodes, selection_seed))
         if reached and not should_stop():
             confirmation = play(config.confirm_episodes, fresh_seed())
             played.append(confirmation)
-            solved = holds(confirmation[0], config)
+            solved, confirmed = holds(confirmation[0], config), True
     if should_stop():
         return None
     returns = np.concatenate([r for r, _ in played])
     lengths = np.concatenate([n for _, n in played])
-    return Outcome(returns, lengths, solved, float(returns[: selection_games(config)].mean()))
+    return Outcome(returns, lengths, solved, float(returns[: selection_games(config)].mean()), confirmed)

@@ -33,12 +33,21 @@ from a3c.rundir.checkpoints import (
 from a3c.rundir.csvlog import EVAL_COLUMNS, CsvLog
 from a3c.runtime.child import ChildGuard, run_child
 from a3c.runtime.counters import StopReason, StopSignal
-from a3c.runtime.eval_rounds import confirmation_seed, play_rounds, round_seeds, selection_games
+from a3c.runtime.eval_rounds import (
+    NEAR_TARGET_SHARE,
+    confirmation_seed,
+    play_rounds,
+    round_seeds,
+    selection_games,
+)
 from a3c.runtime.state import SharedState
 from a3c_envs import make_eval_vector_env
 from a3c_envs.episodes import eval_step_limit
 
 RESCORED_CANDIDATES = 3  # the best.pt's a run without a solve rescores at its end
+# The fresh games each plays then (the selection's, if more): enough to rank a few candidates, without the
+# cost of a confirmation's 100 long episodes after the budget.
+RESCORE_GAMES = 30
 
 
 class Candidates:
@@ -114,6 +123,7 @@ class Evaluator:
         self.best_mean = saved.selection_mean if self.best_solved else max(best_mean, saved.selection_mean)
         self.best_return = saved.mean_return  # that evaluation's mean_return (eval.csv's value)
         self.confirmations = 0  # confirmations (and rescorings) played: each draws fresh seeds
+        self.near_target = False  # the last evaluation played a confirmation (``EvalSchedule``'s share)
         self.candidates = Candidates(RESCORED_CANDIDATES)
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
         # One vector env per episode count (evaluation, confirmation), built once, reset on its round's seed.
@@ -139,7 +149,7 @@ class Evaluator:
         )
         if outcome is None:
             return None
-        returns, lengths, solved, selection = outcome
+        returns, lengths, solved, selection, self.near_target = outcome
         wall_time = self.start_time.elapsed()
         mean = float(returns.mean())
         row = (
@@ -211,7 +221,7 @@ class Evaluator:
         Returns the kept one's fresh mean (None: nothing to rescore, or cut short or not saved)."""
         if self.best_solved or len(self.candidates) < 2:
             return None
-        games = max(self.config.confirm_episodes, selection_games(self.config))
+        games = max(RESCORE_GAMES, selection_games(self.config))
         seed = self._fresh_seed(self.counters.total_steps)
         scored = []
         for payload in self.candidates.payloads():
@@ -315,32 +325,42 @@ class EvalSchedule:
             self.next_step = (global_step // every + 1) * every
         self.next_time = time.monotonic() + pause_s
 
-    def pause_after(self, eval_cpu_s: float, trained_s: float) -> float:
+    def pause_after(self, eval_cpu_s: float, trained_s: float, near_target: bool = False) -> float:
         """The pause after an evaluation that used ``eval_cpu_s`` of CPU, ``trained_s`` s into the run:
         ``next_wait`` by time; by steps only its CPU-share part, so that a short step interval cannot make
-        evaluations take a worker's core."""
+        evaluations take a worker's core. ``near_target``: it played a confirmation (``cpu_share``)."""
         if self.by_steps:
-            return cpu_share_wait(eval_cpu_s, self.config, trained_s)
-        return next_wait(eval_cpu_s, self.config, trained_s)
+            return cpu_share_wait(eval_cpu_s, self.config, trained_s, near_target)
+        return next_wait(eval_cpu_s, self.config, trained_s, near_target)
 
 
-def cpu_share_wait(eval_cpu_s: float, config: Config, trained_s: float = float("inf")) -> float:
+def cpu_share(config: Config, near_target: bool) -> float:
+    """The evaluator's CPU share: ``eval_cpu_share``, ``NEAR_TARGET_SHARE`` times that (at most all of a
+    core) after an evaluation that played a confirmation."""
+    return min(1.0, config.eval_cpu_share * (NEAR_TARGET_SHARE if near_target else 1.0))
+
+
+def cpu_share_wait(
+    eval_cpu_s: float, config: Config, trained_s: float = float("inf"), near_target: bool = False
+) -> float:
     """Seconds to wait after an evaluation that used ``eval_cpu_s`` of CPU so that the evaluator uses at most
-    ``eval_cpu_share`` of a core — but never longer than the run has trained (``trained_s``): an early
+    its ``cpu_share`` of a core — but never longer than the run has trained (``trained_s``): an early
     evaluation of a policy that loops plays every game to the step limit (on an env without a time limit,
     10,000 steps each), and the share's pause after it would hide a target reached soon after for many
     times the run's age. The cap binds only while a run is young."""
-    share = config.eval_cpu_share
+    share = cpu_share(config, near_target)
     return min(eval_cpu_s * (1.0 - share) / share, trained_s)
 
 
-def next_wait(eval_cpu_s: float, config: Config, trained_s: float = float("inf")) -> float:
+def next_wait(
+    eval_cpu_s: float, config: Config, trained_s: float = float("inf"), near_target: bool = False
+) -> float:
     """Seconds to wait after an evaluation that used ``eval_cpu_s`` of CPU, ``trained_s`` s into the run: at
-    least ``eval_interval``, and long enough that the evaluator uses at most ``eval_cpu_share`` of a core
+    least ``eval_interval``, and long enough that the evaluator uses at most its share of a core
     (``cpu_share_wait``). Cheap evaluations (a fast env, a policy that fails fast) come often and see a
     solve promptly; costly ones back off instead of taking a worker's core. CPU time, not wall time: on a
     busy machine an evaluation's wall time is mostly waiting."""
-    return max(config.eval_interval, cpu_share_wait(eval_cpu_s, config, trained_s))
+    return max(config.eval_interval, cpu_share_wait(eval_cpu_s, config, trained_s, near_target))
 
 
 def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: float) -> None:
@@ -363,7 +383,8 @@ def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: 
                 continue
             cpu_before = time.process_time()
             record = evaluator.evaluate(cut_short)
-            pause = schedule.pause_after(time.process_time() - cpu_before, shared.start_time.elapsed())
+            used, trained = time.process_time() - cpu_before, shared.start_time.elapsed()
+            pause = schedule.pause_after(used, trained, evaluator.near_target)
             schedule.done(shared.counters.total_steps, pause)
             if record is not None:
                 conn.send(record)

@@ -355,11 +355,11 @@ def test_a_run_ending_unsolved_keeps_the_candidate_best_on_fresh_games(tmp_path,
     set_mark(shared.model, 4.0)
     record = evaluator.final()
     evaluator.close()
-    assert [(n, mark) for n, _, mark in plays[7:]] == [(100, 2.0), (100, 3.0)]
+    assert [(n, mark) for n, _, mark in plays[7:]] == [(30, 2.0), (30, 3.0)]  # RESCORE_GAMES
     assert plays[7][1] == plays[8][1] and plays[7][1] not in {seed for _, seed, _ in plays[:7]}
     assert best_mark(tmp_path) == 2.0
     best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
-    assert (best["fresh_mean"], best["fresh_episodes"], best["selection_mean"]) == (105.0, 100, 110.0)
+    assert (best["fresh_mean"], best["fresh_episodes"], best["selection_mean"]) == (105.0, 30, 110.0)
     assert (record.mean_return, record.best_mean_return, record.best_selection_mean) == (90.0, 110.0, 110.0)
 
 
@@ -383,3 +383,17 @@ def test_the_evaluators_pause_keeps_its_cpu_share_but_never_outlasts_the_runs_tr
     assert next_wait(4.0, config, trained_s=9.0) == 9.0  # a young run looks again soon
     assert next_wait(0.01, config, trained_s=9.0) == 1.0  # never before eval_interval
     assert cpu_share_wait(4.0, config, trained_s=9.0) == 9.0  # by steps: the same cap
+    # After a confirmation (near the target) the share is 4 times as large: 20 %, a pause of 4 × 4 s.
+    assert next_wait(4.0, config, trained_s=1000.0, near_target=True) == pytest.approx(16.0)
+    everything = Config(env_id="CartPole-v1", eval_interval=1.0, eval_cpu_share=0.5)
+    assert next_wait(4.0, everything, near_target=True) == 1.0  # at most all of a core: no pause
+
+
+def test_an_evaluation_that_played_a_confirmation_is_near_the_target(tmp_path, monkeypatch):
+    shared = cartpole_state(tmp_path, 200.0, confirm=100)
+    scores = iter([np.full(10, 150.0)] * 2 + [np.full(10, 210.0), np.full(10, 210.0), np.full(100, 190.0)])
+    evaluator = scripted(Evaluator(shared, seed=0), scores, monkeypatch)
+    evaluator.evaluate()
+    assert not evaluator.near_target
+    assert not evaluator.evaluate().solved and evaluator.near_target
+    evaluator.close()

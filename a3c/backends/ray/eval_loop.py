@@ -70,7 +70,8 @@ class EvalLoop:
                 if record is not None:
                     self.records.put(record)
                 used, trained = self.evaluator.remote_cpu_s - cpu, self.evaluator.start_time.elapsed()
-                extra = next_wait(used, self.config, trained) - self.config.eval_interval
+                near = self.evaluator.near_target
+                extra = next_wait(used, self.config, trained, near) - self.config.eval_interval
                 if extra > 0 and self.stop_event.wait(extra):
                     return
         except ActorFailed as exc:
