@@ -11,13 +11,14 @@ from a3c.algo.optim import non_finite_counts
 from a3c.core.seeding import child_seed
 from a3c.runtime.context import child_context
 from a3c.runtime.counters import StopReason
-from a3c.runtime.evaluator import evaluator_main
+from a3c.runtime.evaluator import FINAL_EVAL_GRACE_S, evaluator_main
 from a3c.runtime.state import SharedState
 from a3c.runtime.supervisor import ChildSpec, Supervisor
 from a3c.runtime.worker import worker_main
 
-STOP_GRACE_S = 3.0  # children get this long to exit after an interrupt or a failure ...
-FINAL_EVAL_GRACE_S = 60.0  # ... and this long when the evaluator still plays its final evaluation
+# Children get this long to exit after an interrupt or a failure (FINAL_EVAL_GRACE_S after a budget stop,
+# when the evaluator still plays its final evaluation).
+STOP_GRACE_S = 3.0
 
 
 def worker_specs(

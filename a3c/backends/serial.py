@@ -77,7 +77,8 @@ class SerialBackend:
 
     def final_evaluation(self) -> list[Any]:
         """The last, partial metrics window (its rate not diluted by the evaluation), then one evaluation
-        played here (none when ``interrupted()`` cut it short)."""
+        played here, with best.pt's candidates rescored (``Evaluator.final``; none when ``interrupted()`` cut
+        it short)."""
         record = self.evaluator.final(self.interrupted)
         return [*self._last_window(), *([] if record is None else [record])]
 

@@ -422,6 +422,12 @@ class Config:
             ),
             ("confirm_confidence", 0.5 <= self.confirm_confidence < 1, "a number in [0.5, 1)"),
             (
+                "confirm_episodes",
+                self.confirm_episodes != 1 or self.confirm_confidence == 0.5,
+                "0 (no confirmation) or at least 2 (one game has no spread to bound its mean by; or set "
+                "confirm_confidence 0.5)",
+            ),
+            (
                 "checkpoint_interval",
                 self.checkpoint_interval > 0 and finite(self.checkpoint_interval),
                 "a finite number of seconds > 0",

@@ -1,8 +1,8 @@
 """The evaluator: greedy episodes from a copy of the shared weights, eval.csv, best.pt, the stop at target.
 
 ``Evaluator`` does the work; ``evaluator_main`` is the thin process shell around it. The evaluator only
-reads the shared weights (invariant 6) and plays on seeds no worker uses, the same ones at every evaluation
-(``eval_rounds``).
+reads the shared weights (invariant 6) and plays on seeds no worker uses: its two rounds the same ones at
+every evaluation, each confirmation of a solve fresh ones (``eval_rounds``).
 """
 
 from __future__ import annotations
@@ -45,9 +45,11 @@ from a3c_envs import make_eval_vector_env
 from a3c_envs.episodes import eval_step_limit
 
 RESCORED_CANDIDATES = 3  # the best.pt's a run without a solve rescores at its end
-# The fresh games each plays then (the selection's, if more): enough to rank a few candidates, without the
-# cost of a confirmation's 100 long episodes after the budget.
+# The fresh games each plays then (an evaluation round's, if more): enough to rank a few candidates, without
+# the cost of a confirmation's 100 long episodes after the budget.
 RESCORE_GAMES = 30
+# After a budget stop the trainer waits this long for the evaluator's final evaluation (and rescoring).
+FINAL_EVAL_GRACE_S = 60.0
 
 
 class Candidates:
@@ -80,11 +82,12 @@ class Evaluator:
             rebuild the model) and the observation statistics (``config.obs_norm``: each evaluation
             normalises with a snapshot of them, which best.pt keeps).
         seed: this evaluator process's seed stream, which changes with each restart and resume. The episodes
-            do not come from it: every evaluation of the run plays the same ones, on the seeds
-            ``round_seeds`` derives from the run's ``config.seed``.
+            do not come from it: every evaluation of the run plays the same ones in its two rounds, on the
+            seeds ``round_seeds`` derives from the run's ``config.seed``, and a confirmation fresh ones
+            (``confirmation_seed``).
         best_mean: the best selection mean so far (an evaluation's mean over its ``selection_games``, the same
-            games for every evaluation); best.pt is only replaced by a better one: a solved evaluation (at the
-            target over all its episodes) before any unsolved one, then the higher selection mean.
+            games for every evaluation); best.pt is only replaced by a better one: a solved evaluation (its
+            confirmation held) before any unsolved one, then the higher selection mean.
     """
 
     def __init__(self, shared: SharedState, seed: int, best_mean: float = -float("inf")):
@@ -101,7 +104,7 @@ class Evaluator:
         self.flat, self.shared_flat = flatten_parameters(self.model), flat_view(shared_model)
         self.counters = counters
         self.run_dir = run_dir
-        self.seeds = round_seeds(config.seed)  # (evaluation round, confirmation round): fixed for the run
+        self.seeds = round_seeds(config.seed)  # (evaluation round, selection round): fixed for the run
         self.start_time = start_time
         self.spaces = spaces
         self.obs_stats = obs_stats
@@ -109,7 +112,7 @@ class Evaluator:
         saved = saved_best(run_dir / "checkpoints" / "best.pt")
         # Whether best.pt holds a solve of this run's target (a resumed run may have raised it): as it says;
         # one from before it said was a solve when its mean over all its episodes was at the target over as
-        # many episodes as a solve plays now.
+        # many episodes as a solve played then (an evaluation round and a confirmation).
         if saved.solved is not None:
             self.best_solved = saved.solved and self._solved(saved.target)
         else:
@@ -126,7 +129,8 @@ class Evaluator:
         self.near_target = False  # the last evaluation played a confirmation (``EvalSchedule``'s share)
         self.candidates = Candidates(RESCORED_CANDIDATES)
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
-        # One vector env per episode count (evaluation, confirmation), built once, reset on its round's seed.
+        # One vector env per episode count (the rounds, a confirmation, a rescoring), built once, reset on
+        # each play's seed.
         self.envs: dict[int, gym.vector.VectorEnv] = {}
         self.cpu_start = time.process_time()  # so start-up imports do not count as evaluation cost
 
@@ -206,13 +210,33 @@ class Evaluator:
             best_save_error=save_error,
         )
 
-    def final(self, should_stop: Callable[[], bool] = lambda: False) -> EvalRecord | None:
-        """The evaluation at a budget's end, then (unsolved) the best.pt candidates rescored: its record
-        tells the best.pt kept."""
+    def final(
+        self, should_stop: Callable[[], bool] = lambda: False, seconds_left: float = float("inf")
+    ) -> EvalRecord | None:
+        """The evaluation at a budget's end, then (unsolved) the best.pt candidates rescored when that fits
+        in ``seconds_left`` (judged by the final evaluation's pace): its record tells the best.pt kept."""
+        started = time.monotonic()
         record = self.evaluate(should_stop)
-        if record is None or record.solved or self.rescore(should_stop) is None:
+        if record is None or record.solved or len(self.candidates) < 2:
+            return record
+        spent = time.monotonic() - started
+        cost = spent / record.episodes * self._rescore_games() * len(self.candidates)
+        if cost > seconds_left - spent:
+            print(
+                f"warning: best.pt was not rescored on fresh games: {len(self.candidates)} candidates would "
+                f"take about {cost:.0f} s of the {max(0.0, seconds_left - spent):.0f} s left",
+                file=sys.stderr,
+                flush=True,
+            )
+            return record
+        if self.rescore(should_stop) is None:
             return record
         return record._replace(best_mean_return=self.best_return, best_selection_mean=self.best_mean)
+
+    def _rescore_games(self) -> int:
+        """Fresh games per candidate: ``RESCORE_GAMES``, or ``eval_episodes`` if more (seeds for at most
+        ``MAX_EPISODES``)."""
+        return max(RESCORE_GAMES, self.config.eval_episodes)
 
     def rescore(self, should_stop: Callable[[], bool] = lambda: False) -> float | None:
         """At a run's end without a solve: play the best few best.pt's this evaluator saved
@@ -221,7 +245,7 @@ class Evaluator:
         Returns the kept one's fresh mean (None: nothing to rescore, or cut short or not saved)."""
         if self.best_solved or len(self.candidates) < 2:
             return None
-        games = max(RESCORE_GAMES, selection_games(self.config))
+        games = self._rescore_games()
         seed = self._fresh_seed(self.counters.total_steps)
         scored = []
         for payload in self.candidates.payloads():
@@ -392,7 +416,8 @@ def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: 
                     stop.stop(StopReason.SOLVED)
         if stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS) and not guard.should_exit():
             interrupted = lambda: guard.should_exit() or not stop.reason.is_budget  # noqa: E731
-            record = evaluator.final(interrupted)
+            # The trainer's grace counts from its own sight of the stop, a poll before this one: a margin.
+            record = evaluator.final(interrupted, FINAL_EVAL_GRACE_S * 0.8)
             if record is not None:
                 conn.send(record)
 

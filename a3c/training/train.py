@@ -450,7 +450,7 @@ def start_backend(
     if cfg.backend == "ray":
         from a3c.backends.ray.backend import RayBackend  # Ray is an extra: imported only when asked for
 
-        return RayBackend(shared, (cfg.seed, eval_seed), resume_index, best_mean())
+        return RayBackend(shared, (cfg.seed, eval_seed), resume_index, best_mean(), interrupted)
     from a3c.backends.local import LocalBackend
 
     return LocalBackend(shared, resume_index, best_mean)

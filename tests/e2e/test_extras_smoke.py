@@ -122,7 +122,7 @@ def check_pong_run(run_dir, summary: dict, frames: int, lstm_size: int, cap: int
 def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir):
     """The preset's A3C-LSTM (one frame in, an LSTM of 256), one update per worker (8 envs x t_max 10 steps
     each). Its greedy games stop at ``eval_max_steps``: whole games (about 760 steps each, three of them:
-    the final evaluation, its confirmation round and ``a3c evaluate``'s) took half the test's time, and
+    the final evaluation, its selection round and ``a3c evaluate``'s) took half the test's time, and
     are the frame-stack test's below."""
     summary, played = train_and_evaluate(run_dir, "ALE/Pong-v5", 160, "eval_episodes=1", "eval_max_steps=200")
     check_pong_game(played, cap=200)

@@ -10,6 +10,9 @@ from a3c.core.config import MAX_ENVS_PER_WORKER, MAX_EPISODES, Config
 from a3c.core.errors import BadInput
 from a3c.core.seeding import child_seed
 from a3c.runtime.eval_rounds import (
+    FIRST_SEED,
+    HALF,
+    clear_of_selection,
     confirmation_seed,
     holds,
     lower_bound,
@@ -17,6 +20,7 @@ from a3c.runtime.eval_rounds import (
     plays_selection,
     round_seeds,
     selection_games,
+    t_quantile,
 )
 
 
@@ -46,8 +50,15 @@ def test_each_confirmation_plays_fresh_games_apart_from_the_rounds():
         for seed in seeds:
             assert first + MAX_EPISODES <= seed and seed + MAX_EPISODES <= 2**31 - 1
             assert seed + MAX_EPISODES <= selection or selection + MAX_EPISODES <= seed
-    # The draw lands just below the selection round's seed: moved past it, not into it.
-    assert all(abs(confirmation_seed(0, step, 0) - round_seeds(0)[1]) >= MAX_EPISODES for step in range(2000))
+    # Draws around the selection round's seed move past its games, never into them, and stay in the half.
+    selection = round_seeds(0)[1]
+    at_selection = selection - (FIRST_SEED + HALF)  # the draw that would start at the selection's seed
+    for state in range(at_selection - MAX_EPISODES - 2, at_selection + MAX_EPISODES + 2):
+        seed = clear_of_selection(state, selection)
+        assert seed + MAX_EPISODES <= selection or selection + MAX_EPISODES <= seed
+    assert clear_of_selection(at_selection - MAX_EPISODES, selection) == selection - MAX_EPISODES  # fits
+    last = clear_of_selection(HALF - 3 * MAX_EPISODES - 1, selection)
+    assert last + MAX_EPISODES <= 2**31 - 1 and last == FIRST_SEED + 2 * HALF - MAX_EPISODES - 1
 
 
 def test_the_selection_round_is_played_at_the_target_or_to_beat_an_unsolved_best():
@@ -67,15 +78,24 @@ def test_the_selection_round_is_played_at_the_target_or_to_beat_an_unsolved_best
 def test_a_confirmation_holds_when_its_lower_confidence_bound_reaches_the_target():
     config = Config(env_id="CartPole-v1", target_return=18.0, confirm_episodes=30, confirm_confidence=0.95)
     spread = np.array([17.0, 19.0] * 15)  # mean 18, s = 1.017
-    assert lower_bound(spread, 0.95) == pytest.approx(18.0 - 1.6449 * 1.0171 / 30**0.5, abs=1e-4)
-    assert lower_bound(spread, 0.5) == 18.0 and lower_bound(np.array([21.0]), 0.95) == 21.0
+    assert lower_bound(spread, 0.95) == pytest.approx(18.0 - 1.699 * 1.0171 / 30**0.5, abs=1e-3)  # t, 29 dof
+    assert lower_bound(spread, 0.5) == 18.0 and lower_bound(np.array([21.0]), 0.95) == -float("inf")
     assert not holds(spread, config)  # the mean at the target is not enough
-    assert holds(spread + 0.31, config) and not holds(spread + 0.30, config)
+    assert holds(spread + 0.32, config) and not holds(spread + 0.31, config)
     assert holds(np.full(30, 18.0), config)  # no spread: the mean is the bound
     assert holds(spread, Config(env_id="CartPole-v1", target_return=18.0, confirm_confidence=0.5))
     assert not holds(np.full(30, 1e9), Config(env_id="CartPole-v1"))  # no target, no solve
     with pytest.raises(BadInput, match=r"confirm_confidence: 1\.0 is not allowed.*\[0\.5, 1\)"):
         Config(env_id="CartPole-v1", confirm_confidence=1.0).validate()
+    with pytest.raises(BadInput, match=r"confirm_episodes: 1 is not allowed.*at least 2"):
+        Config(env_id="CartPole-v1", confirm_episodes=1).validate()
+    Config(env_id="CartPole-v1", confirm_episodes=1, confirm_confidence=0.5).validate()  # the mean of one
+
+
+def test_students_t_quantile_is_close_to_the_tables():
+    for dof, table in ((10, 1.812), (19, 1.729), (29, 1.699), (99, 1.660)):
+        assert t_quantile(0.95, dof) == pytest.approx(table, abs=0.003)
+    assert t_quantile(0.99, 29) == pytest.approx(2.462, abs=0.003)
 
 
 def scripted_play(scores: dict[int, float], calls: list[tuple[int, int]]):

@@ -397,3 +397,20 @@ def test_an_evaluation_that_played_a_confirmation_is_near_the_target(tmp_path, m
     assert not evaluator.near_target
     assert not evaluator.evaluate().solved and evaluator.near_target
     evaluator.close()
+
+
+def test_a_rescoring_that_would_outlast_the_grace_is_skipped_with_a_warning(tmp_path, monkeypatch, capsys):
+    shared = cartpole_state(tmp_path, 500.0, confirm=100)
+    scores = iter([np.full(10, v) for v in (100.0, 100.0, 110.0, 110.0, 90.0)])
+    evaluator = scripted(Evaluator(shared, seed=0), scores, monkeypatch)
+    for mark in (1.0, 2.0):
+        set_mark(shared.model, mark)
+        evaluator.evaluate()
+    record = evaluator.final(seconds_left=0.0)  # no more plays: the iterator would be spent
+    evaluator.close()
+    assert record.best_mean_return == 110.0 and "fresh_mean" not in load_checkpoint(
+        tmp_path / "checkpoints" / "best.pt"
+    )
+    assert (
+        "warning: best.pt was not rescored on fresh games: 2 candidates would take" in capsys.readouterr().err
+    )

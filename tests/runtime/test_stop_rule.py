@@ -40,9 +40,9 @@ def pong(**values) -> Config:
 def test_a_policy_half_a_point_below_the_target_is_rarely_called_solved():
     # The old rule (the mean over the triggering round and 10 more, on the same seeds at every evaluation)
     # let 61 % of these runs through; the target is 18, the policy's true mean 17.5.
-    assert solves(17.5, pong(), seed=0) <= 0.05 * RUNS
+    assert solves(17.5, pong(), seed=0) <= 0.01 * RUNS  # asked for: at most 5 %
 
 
 def test_a_policy_half_a_point_above_the_target_is_called_solved():
     # The bound's price: a policy at 18.5 is still found within 10 evaluations in nearly every run.
-    assert solves(18.5, pong(), seed=1) >= 0.9 * RUNS
+    assert solves(18.5, pong(), seed=1) >= 0.95 * RUNS

@@ -46,9 +46,17 @@ STOP_DRAIN_S = 10.0  # the last drains after the groups stopped, each
 class RayBackend:
     """The ``ray`` Backend (see the module docstring)."""
 
-    def __init__(self, shared: SharedState, seeds: tuple[int, int], resume_index: int, best_mean: float):
+    def __init__(
+        self,
+        shared: SharedState,
+        seeds: tuple[int, int],
+        resume_index: int,
+        best_mean: float,
+        interrupted: Callable[[], bool] = lambda: False,
+    ):
         cfg = self.config = shared.config
         self.shared, self.counters, self.run_dir = shared, shared.counters, shared.run_dir
+        self.interrupted = interrupted  # a signal arrived: cuts the final evaluation short
         self.ray_cluster = connect(cfg)  # started or joined, judged by its rule before anything runs on it
         self.lock = threading.Lock()  # the evaluator thread reads what the main thread's drains write
         self.shards: list[Any] = []
@@ -264,7 +272,7 @@ class RayBackend:
         """After a budget stop: the groups stop first (the evaluation then plays the final global weights,
         as the local evaluator plays the stopped workers' ones), then one more evaluation."""
         self._stop_groups()
-        evaluation = self.eval_loop.final()
+        evaluation = self.eval_loop.final(self.interrupted)
         records, self.unsent = self.unsent, []  # handed over only now: ``stop`` still has them otherwise
         return [*records, *evaluation]
 

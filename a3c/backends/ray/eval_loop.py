@@ -93,9 +93,10 @@ class EvalLoop:
         self.thread.join(timeout=timeout)
         return not self.thread.is_alive()
 
-    def final(self) -> list[EvalRecord | ErrorRecord]:
-        """One more evaluation at a budget's end, as the local evaluator does. Only once the thread has
-        ended, so the two never share the evaluator: if it has not, the final evaluation is skipped."""
+    def final(self, should_stop: Callable[[], bool] = lambda: False) -> list[EvalRecord | ErrorRecord]:
+        """One more evaluation at a budget's end (best.pt's candidates rescored), as the local evaluator
+        does; ``should_stop()`` (a signal meanwhile) cuts it short. Only once the thread has ended, so the
+        two never share the evaluator: if it has not, the final evaluation is skipped."""
         if not self.stop():
             print(
                 f"warning: the evaluator thread did not stop within {EVAL_JOIN_S:g} s; "
@@ -105,7 +106,7 @@ class EvalLoop:
             )
             return []
         try:
-            record = self.evaluator.final()
+            record = self.evaluator.final(should_stop)
         except ActorFailed as exc:
             record = exc.record()
         return [] if record is None else [record]
