@@ -73,7 +73,8 @@ def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
 
 
 class PinnedStage:
-    """Observations [B, ...] to ``device`` through one pinned host buffer per shape, kept: the copy goes
+    """Observations [B, ...] to ``device`` through one pinned host buffer per row shape, kept, as many rows as
+    the largest batch so far (greedy play's batch shrinks as games end: its first rows): the copy goes
     without waiting, and the buffer is rewritten only at the next call. The caller reads a result of each
     batch back to the host before that (a copy that waits for the work on the batch, which waited for the
     batch's own copy), so no copy from the buffer is in flight when it changes. On the CPU: the same
@@ -89,13 +90,14 @@ class PinnedStage:
 
         if self.device.type == "cpu":
             return torch.from_numpy(array)
-        key = (array.shape, array.dtype.str)
+        key = (array.shape[1:], array.dtype.str)
         buffer = self.buffers.get(key)
-        if buffer is None:
+        if buffer is None or len(buffer) < len(array):
             dtype = torch.from_numpy(array[:0].reshape(0)).dtype
             buffer = self.buffers[key] = torch.empty(array.shape, dtype=dtype, pin_memory=True)
-        buffer.numpy()[...] = array
-        return buffer.to(self.device, non_blocking=True)
+        rows = buffer[: len(array)]
+        rows.numpy()[...] = array
+        return rows.to(self.device, non_blocking=True)
 
 
 def use_device(device: torch.device) -> None:

@@ -91,6 +91,9 @@ def test_a_pinned_batch_arrives_whole_on_the_gpu():
     for step in frames:  # the one buffer rewritten each step, each result read back before the next
         np.testing.assert_array_equal(stage(step).cpu().numpy(), step)
     assert len(stage.buffers) == 1 and next(iter(stage.buffers.values())).is_pinned()
+    for rows in (16, 9, 3, 1):  # greedy play's batch shrinking as games end: the first rows of that buffer
+        np.testing.assert_array_equal(stage(frames[0][:rows]).cpu().numpy(), frames[0][:rows])
+    assert len(stage.buffers) == 1
 
 
 def test_a_run_on_the_gpu_trains_and_leaves_cpu_checkpoints_and_no_ipc_file(tmp_path: Path):
