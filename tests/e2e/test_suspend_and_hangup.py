@@ -18,9 +18,6 @@ from tests.support.run_files import data_rows, read_json
 
 HANG_S = 6  # not less: an idle evaluator (a beat every 50 ms) is never taken for hung on a loaded machine
 TRAINER_SILENT = b"the trainer sent no heartbeat"
-# One worker beside the evaluator: a child of each kind, and not a second worker training at full speed
-# through the waits (the trainer's silence alone is HANG_S of it).
-CHILDREN = 2
 
 
 class Stderr:
@@ -51,7 +48,7 @@ def more_rows(run_dir: Path, proc, rows: int) -> None:
 
 @pytest.mark.slow
 def test_a_suspended_group_a_silent_trainer_and_a_hangup(run_dir, token):
-    proc = start_cartpole(run_dir, token, extra=f"--target-return 1e9 --hang-timeout {HANG_S}", workers=1)
+    proc = start_cartpole(run_dir, token, extra=f"--target-return 1e9 --hang-timeout {HANG_S}")
     stderr = Stderr(proc)
     try:
         children = spawned_children(proc.pid)
@@ -65,10 +62,10 @@ def test_a_suspended_group_a_silent_trainer_and_a_hangup(run_dir, token):
         # 2. The trainer alone stops answering: each child stops itself once the trainer's heartbeat is
         # silent for the hang timeout, and the trainer, back, restarts them.
         os.kill(proc.pid, signal.SIGSTOP)
-        stderr.read(until=TRAINER_SILENT, count=CHILDREN, timeout=60)
+        stderr.read(until=TRAINER_SILENT, count=3, timeout=60)
         os.kill(proc.pid, signal.SIGCONT)
-        assert stderr.text.count(TRAINER_SILENT) == CHILDREN, stderr.text.decode()
-        wait_until(proc, lambda: len(spawned_children(proc.pid) - children) == CHILDREN, timeout=120)
+        assert stderr.text.count(TRAINER_SILENT) == 3, stderr.text.decode()
+        wait_until(proc, lambda: len(spawned_children(proc.pid) - children) == 3, timeout=120)
         more_rows(run_dir, proc, 20)
         # 3. A hangup of the group (the terminal closed): a stop, with last.pt and summary.json.
         restarted = spawned_children(proc.pid)
@@ -79,7 +76,7 @@ def test_a_suspended_group_a_silent_trainer_and_a_hangup(run_dir, token):
         end(proc)
     assert not alive(children | restarted) and not left_behind(token)
     summary = read_json(run_dir / "summary.json")
-    assert (summary["exit_reason"], summary["restarts"]) == ("SIGHUP", CHILDREN), err
+    assert (summary["exit_reason"], summary["restarts"]) == ("SIGHUP", 3), err
     assert (run_dir / "checkpoints" / "last.pt").is_file()
 
 
@@ -122,7 +119,7 @@ def wchan(pid: int) -> str:
 
 @pytest.mark.slow
 def test_under_nohup_a_hangup_is_no_stop(run_dir, token):
-    proc = start_cartpole(run_dir, token, prefix=("nohup",), workers=1)
+    proc = start_cartpole(run_dir, token, prefix=("nohup",))
     try:
         children = spawned_children(proc.pid)
         os.killpg(proc.pid, signal.SIGHUP)  # the terminal of a `nohup a3c train ...` closed
