@@ -7,13 +7,14 @@ from __future__ import annotations
 import os
 import select
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.commands import end, popen_a3c, start_cartpole, wait_until
-from tests.support.processes import alive, left_behind, spawned_children
+from tests.support.processes import alive, describe, left_behind, processes_with_token, spawned_children
 from tests.support.run_files import data_rows, read_json
 
 HANG_S = 6  # not less: an idle evaluator (a beat every 50 ms) is never taken for hung on a loaded machine
@@ -70,7 +71,11 @@ def test_a_suspended_group_a_silent_trainer_and_a_hangup(run_dir, token):
         # 3. A hangup of the group (the terminal closed): a stop, with last.pt and summary.json.
         restarted = spawned_children(proc.pid)
         os.killpg(proc.pid, signal.SIGHUP)
-        assert proc.wait(timeout=60) == 128 + signal.SIGHUP
+        try:
+            assert proc.wait(timeout=60) == 128 + signal.SIGHUP
+        except subprocess.TimeoutExpired:  # what the run said and who is left, for a readable failure
+            left, said = describe(processes_with_token(token)), stderr.read(timeout=1).decode()[-4000:]
+            pytest.fail(f"the run did not end within 60 s of SIGHUP; left: {left}\n{said}")
         err = stderr.read(timeout=10).decode()  # to EOF: the run and every child have exited
     finally:
         end(proc)
