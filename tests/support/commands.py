@@ -71,6 +71,13 @@ def run_serial_fixed_length(run_dir: Path, max_steps: int, token: str = "") -> s
     return run_a3c(*args.split(), "--quiet", "--run-dir", str(run_dir), timeout=120, token=token)
 
 
+def hangup_as_a_terminal_would() -> None:
+    """In the child before exec: SIGHUP's default action, even when the tests run under ``nohup`` (an ignored
+    signal stays ignored across exec, and a run that starts with it ignored respects that, as under nohup). A
+    test that wants nohup's says so: ``prefix=("nohup",)``."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def popen_a3c(*args: str, token: str = "", prefix: tuple[str, ...] = ()) -> subprocess.Popen:
     """Start ``python -m a3c ARGS`` in its own session (so a test can signal it like a terminal would);
     ``prefix``: a command that runs it (e.g. ``timeout``)."""
@@ -82,6 +89,7 @@ def popen_a3c(*args: str, token: str = "", prefix: tuple[str, ...] = ()) -> subp
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=hangup_as_a_terminal_would,
     )
 
 
