@@ -110,20 +110,15 @@ def wait_until(proc: subprocess.Popen, condition, timeout: float) -> None:
 
 
 def start_cartpole(
-    run_dir,
-    token,
-    extra: str = "--target-return 1e9",
-    max_seconds: int = 600,
-    prefix: tuple[str, ...] = (),
-    workers: int = 2,
+    run_dir, token, extra: str = "--target-return 1e9", max_seconds: int = 600, prefix: tuple[str, ...] = ()
 ) -> subprocess.Popen:
-    """A CartPole run, once its children (``workers`` and the evaluator) train. By default one that does not
-    end by itself (its target is out of reach; ``max_seconds`` is a safety cap): the test ends it, once what
-    it waits for has happened. ``prefix``: a command that runs it (e.g. ``nohup``)."""
-    args = f"train --env CartPole-v1 --workers {workers} --max-seconds {max_seconds} --quiet {extra}"
+    """A CartPole run, once its 3 children train. By default one that does not end by itself (its target is
+    out of reach; ``max_seconds`` is a safety cap): the test ends it, once what it waits for has happened.
+    ``prefix``: a command that runs it (e.g. ``nohup``)."""
+    args = f"train --env CartPole-v1 --workers 2 --max-seconds {max_seconds} --quiet {extra}"
     proc = popen_a3c(*args.split(), "--run-dir", str(run_dir), token=token, prefix=prefix)
     wait_until(proc, lambda: data_rows(run_dir / "episodes.csv") >= 20, timeout=120)
-    wait_until(proc, lambda: len(spawned_children(proc.pid)) == workers + 1, timeout=30)
+    wait_until(proc, lambda: len(spawned_children(proc.pid)) == 3, timeout=30)
     assert processes_with_token(token) >= spawned_children(proc.pid) | {proc.pid}  # the leak check sees them
     return proc
 
