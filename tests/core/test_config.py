@@ -316,8 +316,9 @@ def test_image_observations_without_a_preset_get_the_conv_lstm():
 def test_box_actions_without_a_preset_get_a_gaussian_on_normalised_observations():
     config = resolve_config(_info((5,), True), {}, {})
     assert config.model == "mlp" and config.obs_norm and config.gaussian_std == "learned"
-    # Adam 3e-4: at the built-in default of 1e-3 one Pendulum seed of five oscillated for its whole budget
-    assert (config.lr, resolve_config(_info((5,), False), {}, {}).lr) == (3e-4, 1e-3)
+    # Chosen on five Box envs: tanh, Adam 1e-3, 16 envs per worker, with the tanh squash's small entropy bonus
+    assert (config.squash, config.lr, config.envs_per_worker, config.entropy_coef) == ("tanh", 1e-3, 16, 1e-3)
+    assert resolve_config(_info((5,), False), {}, {}).squash == "clip"  # discrete: no Gaussian to squash
     with pytest.raises(BadInput, match="model: 'cnn' is not allowed"):
         resolve_config(_info((5,), True), {}, {"model": "cnn"})
     with pytest.raises(BadInput, match="lstm_size: 8 is not allowed with model mlp"):
@@ -326,7 +327,7 @@ def test_box_actions_without_a_preset_get_a_gaussian_on_normalised_observations(
 
 def test_box_actions_get_no_entropy_bonus_and_discrete_ones_keep_it():
     # A learned σ, clipped actions: 0.01 drove HalfCheetah's and Pendulum's log σ to its cap.
-    assert resolve_config(_info((5,), True), {}, {}).entropy_coef == 0.0
+    assert resolve_config(_info((5,), True), {}, {"squash": "clip"}).entropy_coef == 0.0
     assert resolve_config(_info((5,), False), {}, {}).entropy_coef == 0.01
     assert resolve_config(_info((5,), True), {}, {"entropy_coef": 0.02}).entropy_coef == 0.02  # --set wins
     # ... except a tanh squash, whose mean runs into tanh's flat tails without one.
