@@ -61,5 +61,5 @@ def test_continuous_lunar_lander_trains_evaluates_exports_and_resumes_with_its_k
     assert refused.returncode == 2 and "env_kwargs {'continuous': False} does not match" in refused.stderr
     resumed = call_a3c_train("--resume", str(run_dir), "--serial", "--quiet", "--max-steps", "4000")
     assert resumed.returncode == 0, resumed.stderr
-    assert read_json(run_dir / "summary.json")["total_steps"] == 4032  # 63 updates of 4 envs x 16 steps
+    assert read_json(run_dir / "summary.json")["total_steps"] == 4096  # 16 updates of 16 envs x 16 steps
     assert read_json(run_dir / "config.json")["env_kwargs"] == {"continuous": True}
