@@ -194,7 +194,13 @@ class Learner:
             hand_off_gradients(self.local_grad, self.shared_flat)
             if cfg.lr_schedule != "constant":  # where the run was at this update's pull: all workers' steps
                 lr = scheduled_lr(
-                    cfg.lr, cfg.lr_schedule, pulled_steps, cfg.max_steps, pulled_seconds, cfg.max_seconds
+                    cfg.lr,
+                    cfg.lr_schedule,
+                    pulled_steps,
+                    cfg.max_steps,
+                    pulled_seconds,
+                    cfg.max_seconds,
+                    cfg.lr_decay_start,
                 )
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr

@@ -108,6 +108,13 @@ class Config:
             "choices": ("constant", "linear"),
         },
     )
+    lr_decay_start: float = field(
+        default=0.0,
+        metadata={
+            "help": "lr_schedule linear: the share of the budget, in [0, 1), at lr before the decay to 0 "
+            "over the rest (0: from the start)"
+        },
+    )
     optimizer_eps: float | None = field(
         default=None,
         metadata={
@@ -391,6 +398,7 @@ class Config:
             ),
             ("max_steps", self.max_steps is None or self.max_steps >= 1, "an integer >= 1"),
             self._choice("lr_schedule"),
+            ("lr_decay_start", 0 <= self.lr_decay_start < 1, "a number in [0, 1)"),
             (
                 "max_seconds",
                 self.max_seconds is None or (self.max_seconds > 0 and finite(self.max_seconds)),
@@ -487,6 +495,11 @@ class Config:
             raise BadInput(
                 f"eval_interval_steps: {self.eval_interval_steps!r} is not allowed with backend ray; "
                 "expected none there (the Ray driver evaluates by time: eval_interval)"
+            )
+        if self.lr_decay_start and self.lr_schedule != "linear":
+            raise BadInput(
+                f"lr_decay_start: {self.lr_decay_start!r} is not allowed with lr_schedule "
+                f"{self.lr_schedule!r}; expected 0 (or lr_schedule linear)"
             )
         if self.lr_schedule == "linear" and self.max_steps is None and self.max_seconds is None:
             raise BadInput(
