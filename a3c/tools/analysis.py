@@ -15,7 +15,7 @@ import glob
 import io
 import json
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -221,11 +221,16 @@ def load_runs(dir_or_glob: str | Path | list) -> Runs:
     )
 
 
-def runs_table(runs: Runs) -> pd.DataFrame:
+def runs_table(runs: Runs, reach: Sequence[float] = (), window: int = 100) -> pd.DataFrame:
     """The ``a3c runs`` table: env, seed, start, steps, wall, best eval, solved, time to solve, exit reason;
-    and, when a run's files were damaged, which (``damaged``; the ``problem`` column of ``runs.runs`` says
-    what is wrong)."""
+    with ``reach``, when each run's training games first averaged each level (``training_reach``); and, when
+    a run's files were damaged, which (``damaged``; the ``problem`` column of ``runs.runs`` says what is
+    wrong)."""
     r = runs.runs
+    reached = pd.DataFrame()
+    if reach:
+        by_run = training_reach(runs.episodes, reach, window).set_index("run")
+        reached = by_run.reindex(r["run"]).reset_index(drop=True)
 
     def get(name: str) -> pd.Series:
         return r[name] if name in r else pd.Series([None] * len(r))
@@ -242,9 +247,31 @@ def runs_table(runs: Runs) -> pd.DataFrame:
             "solved": get("summary_solved"),
             "time_to_solve_s": get("summary_time_to_solve_s"),
             "exit": get("summary_exit_reason"),
+            **{column: reached[column] for column in reached},
             **({"damaged": r["problem"].map(_damaged_files)} if r["problem"].notna().any() else {}),
         }
     )
+
+
+def training_reach(episodes: pd.DataFrame, levels: Sequence[float], window: int = 100) -> pd.DataFrame:
+    """Per run of ``episodes`` (episodes.csv rows, a ``run`` column), the global step and seconds of wall time
+    at which the mean return of its last ``window`` training games first reached each level (NaN where it
+    never did): a learning speed that does not depend on when evaluations happened to run.
+
+    Returns: a row per run: ``run``, then ``steps_to_<level>`` and ``seconds_to_<level>`` for each level."""
+    rows = []
+    for run, games in episodes.groupby("run", sort=False):
+        games = games.sort_values(["wall_time", "global_step"], kind="stable")
+        trailing = games["return"].rolling(window, min_periods=window).mean().to_numpy()
+        row: dict[str, Any] = {"run": run}
+        for level in levels:
+            reached = np.flatnonzero(trailing >= level)
+            at = games.iloc[reached[0]] if len(reached) else None
+            row[f"steps_to_{level:g}"] = at["global_step"] if at is not None else np.nan
+            row[f"seconds_to_{level:g}"] = at["wall_time"] if at is not None else np.nan
+        rows.append(row)
+    columns = ["run"] + [f"{k}_to_{level:g}" for level in levels for k in ("steps", "seconds")]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def _damaged_files(problem: str | None) -> str:

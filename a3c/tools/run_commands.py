@@ -5,6 +5,7 @@ could not read everything."""
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -28,13 +29,39 @@ def _analysis(plotting: bool = False):
     return analysis
 
 
+def parse_levels(text: str | None) -> list[float]:
+    """``16,17`` → [16.0, 17.0]; None → []; anything else is BadInput naming ``--reach``."""
+    if text is None:
+        return []
+    try:
+        levels = [float(part) for part in text.split(",")]
+    except ValueError:
+        levels = []
+    if not levels or not all(math.isfinite(level) for level in levels):
+        raise BadInput(
+            f"--reach: {text!r} is not allowed; expected finite returns joined by commas, e.g. 16,17"
+        )
+    return levels
+
+
 @click.command()
 @click.argument("directory", type=click.Path(path_type=Path), default=Path("runs"), required=False)
-def runs(directory: Path) -> None:
+@click.option(
+    "--reach",
+    default=None,
+    metavar="LEVELS",
+    help="Add the steps and seconds at which each run's last --window training games first averaged each "
+    "of these returns, e.g. 16,17.",
+)
+@click.option(
+    "--window", default=100, show_default=True, type=click.IntRange(min=1), help="Games for --reach."
+)
+def runs(directory: Path, reach: str | None, window: int) -> None:
     """The runs under DIRECTORY (default runs/): env, seed, start, steps, wall, best eval, solved; then, for
     each group of runs that differ only by seed, the IQM of their final and best eval return and time to
     solve, with stratified bootstrap 95% intervals (docs/analysis.md). A damaged run: a problem column and a
     warning line; exit 1."""
+    levels = parse_levels(reach)
     analysis = _analysis()
     try:
         loaded = analysis.load_runs(directory)
@@ -42,7 +69,7 @@ def runs(directory: Path) -> None:
         raise BadInput(
             f"DIRECTORY: no run directories (with a config.json) under {str(directory)!r}"
         ) from None
-    click.echo(analysis.runs_table(loaded).to_string(index=False))
+    click.echo(analysis.runs_table(loaded, levels, window).to_string(index=False))
     groups = analysis.seed_groups(loaded)
     if len(groups):
         click.echo("\nseed groups: IQM over runs [stratified bootstrap 95% CI]")

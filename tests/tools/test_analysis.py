@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from a3c.core.extras import install_hint
-from a3c.tools.analysis import Runs, aggregate, load_runs, runs_table, solved_runs
+from a3c.tools.analysis import Runs, aggregate, load_runs, runs_table, solved_runs, training_reach
 from a3c.tools.plot import throughput
 from tests.support import ROOT
 from tests.support.commands import call_a3c
@@ -200,6 +200,13 @@ def test_load_runs_and_runs_table(three_seeds):
     listing = call_a3c("runs", str(three_seeds))
     table, groups = listing.stdout.split("\nseed groups: ")  # the three runs are one seed group
     assert listing.returncode == 0 and table.count("CartPole-v1") == 3 and groups.count("CartPole-v1") == 1
+    # --reach: CartPole's first games (about 20 steps each) average 10 as soon as there are 5 of them
+    reached = runs_table(runs, [10], window=5)
+    for run, steps in zip(runs.runs["run"], reached["steps_to_10"], strict=True):
+        games = runs.episodes[runs.episodes["run"] == run].sort_values(["wall_time", "global_step"])
+        assert steps == games["global_step"].iloc[4]
+    listing = call_a3c("runs", str(three_seeds), "--reach", "10,1e9", "--window", "5")
+    assert listing.returncode == 0 and "steps_to_10  seconds_to_10  steps_to_1e+09" in listing.stdout
 
 
 @pytest.mark.slow
@@ -261,3 +268,29 @@ def test_find_runs_skips_config_json_files_that_a3c_did_not_write(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.json").write_text('{"env_id": "E", "versions": {"a3c": "0.1.0"}}')
     assert find_runs(tmp_path) == [tmp_path / "run"]
+
+
+def test_training_reach_is_where_the_trailing_mean_of_training_games_first_gets_there():
+    games = pd.DataFrame(
+        {
+            "run": ["a"] * 6 + ["b"],
+            "wall_time": [1.0, 2.0, 3.0, 5.0, 4.0, 6.0, 1.0],  # rows as workers' drains order them
+            "global_step": [10, 20, 30, 50, 40, 60, 10],
+            "return": [0.0, 0.0, 0.0, 10.0, 10.0, 10.0, 99.0],
+        }
+    )
+    # run a in time order: 0 0 0 10 10 10, trailing means of 2: - 0 0 5 10 10; run b: one game, no window
+    reached = training_reach(games, [5, 10, 11], window=2).set_index("run")
+    assert reached.loc["a", "steps_to_5"] == 40 and reached.loc["a", "seconds_to_5"] == 4.0
+    assert reached.loc["a", "steps_to_10"] == 50 and reached.loc["a", "seconds_to_10"] == 5.0
+    assert reached.loc[:, ["steps_to_11", "seconds_to_11"]].isna().all().all()
+    assert reached.loc["b"].isna().all()
+
+
+@pytest.mark.parametrize("levels", ["16,x", "", "inf", "16,,17"])
+def test_runs_refuses_reach_levels_that_are_not_returns(tmp_path, levels):
+    refused = call_a3c("runs", str(tmp_path), "--reach", levels)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr == (
+        f"error: --reach: {levels!r} is not allowed; expected finite returns joined by commas, e.g. 16,17\n"
+    )
