@@ -312,6 +312,8 @@ def scheduled_lr(
             fractions.append(seconds / max_seconds)
         if not fractions:
             raise ValueError("a linear schedule needs max_steps or max_seconds")
+        if not 0.0 <= decay_start < 1.0:
+            raise ValueError(f"decay_start {decay_start!r} is outside [0, 1)")
         left = (1.0 - max(fractions)) / (1.0 - decay_start)
         return lr * min(1.0, max(0.0, left))  # never above lr, whatever a clock said
     raise ValueError(f"unknown lr schedule {schedule!r}")

@@ -98,7 +98,7 @@ class Config:
     )
     lr: float = field(
         default=1e-3,
-        metadata={"help": "learning rate, > 0 (derived: 1e-3 for flat Box-action envs, 1e-4 for images)"},
+        metadata={"help": "learning rate, > 0 (derived: 1e-4 for images)"},
     )
     lr_schedule: str = field(
         default="constant",
@@ -176,7 +176,8 @@ class Config:
     squash: str = field(
         default="clip",
         metadata={
-            "help": "Box actions: Gaussian samples clipped to the bounds (clip) or squashed (tanh)",
+            "help": "Box actions: Gaussian samples clipped to the bounds (clip) or squashed (tanh; derived for "
+            "flat observations)",
             "choices": ("clip", "tanh"),
         },
     )

@@ -259,19 +259,24 @@ def training_reach(episodes: pd.DataFrame, levels: Sequence[float], window: int 
     never did): a learning speed that does not depend on when evaluations happened to run.
 
     Returns: a row per run: ``run``, then ``steps_to_<level>`` and ``seconds_to_<level>`` for each level."""
+    levels = list(dict.fromkeys(levels))
+    names = [f"{level:.12g}" for level in levels]  # 1234567 and 1234568 stay two columns
     rows = []
     for run, games in episodes.groupby("run", sort=False):
         games = games.sort_values(["wall_time", "global_step"], kind="stable")
         trailing = games["return"].rolling(window, min_periods=window).mean().to_numpy()
         row: dict[str, Any] = {"run": run}
-        for level in levels:
+        for level, name in zip(levels, names, strict=True):
             reached = np.flatnonzero(trailing >= level)
             at = games.iloc[reached[0]] if len(reached) else None
-            row[f"steps_to_{level:g}"] = at["global_step"] if at is not None else np.nan
-            row[f"seconds_to_{level:g}"] = at["wall_time"] if at is not None else np.nan
+            row[f"steps_to_{name}"] = at["global_step"] if at is not None else np.nan
+            row[f"seconds_to_{name}"] = at["wall_time"] if at is not None else np.nan
         rows.append(row)
-    columns = ["run"] + [f"{k}_to_{level:g}" for level in levels for k in ("steps", "seconds")]
-    return pd.DataFrame(rows, columns=columns)
+    columns = ["run"] + [f"{k}_to_{name}" for name in names for k in ("steps", "seconds")]
+    table = pd.DataFrame(rows, columns=columns)
+    steps = [c for c in columns if c.startswith("steps_to_")]
+    table[steps] = table[steps].astype("Int64")  # a step count, even where a run never got there (<NA>)
+    return table
 
 
 def _damaged_files(problem: str | None) -> str:

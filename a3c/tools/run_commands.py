@@ -41,7 +41,7 @@ def parse_levels(text: str | None) -> list[float]:
         raise BadInput(
             f"--reach: {text!r} is not allowed; expected finite returns joined by commas, e.g. 16,17"
         )
-    return levels
+    return list(dict.fromkeys(levels))  # a level given twice is one pair of columns
 
 
 @click.command()
@@ -57,10 +57,10 @@ def parse_levels(text: str | None) -> list[float]:
     "--window", default=100, show_default=True, type=click.IntRange(min=1), help="Games for --reach."
 )
 def runs(directory: Path, reach: str | None, window: int) -> None:
-    """The runs under DIRECTORY (default runs/): env, seed, start, steps, wall, best eval, solved; then, for
-    each group of runs that differ only by seed, the IQM of their final and best eval return and time to
-    solve, with stratified bootstrap 95% intervals (docs/analysis.md). A damaged run: a problem column and a
-    warning line; exit 1."""
+    """The runs under DIRECTORY (default runs/): env, seed, start, steps, wall, best eval, solved (with
+    --reach, when each run's training games first averaged each level); then, for each group of runs that
+    differ only by seed, the IQM of their final and best eval return and time to solve, with stratified
+    bootstrap 95% intervals (docs/analysis.md). A damaged run: a problem column and a warning line; exit 1."""
     levels = parse_levels(reach)
     analysis = _analysis()
     try:

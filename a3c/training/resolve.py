@@ -62,9 +62,13 @@ def env_defaults(info: EnvInfo) -> dict[str, Any]:
         # A tanh squash, Adam 1e-3 and 16 envs per worker: chosen on five Box envs side by side, against the
         # clipped Gaussian at 3e-4 and 4 envs, which took Pendulum past 60 s under the confidence-bound stop
         # rule (docs/results.md, "Box actions: the bounded Gaussian").
-        values.update(obs_norm=True, envs_per_worker=16, t_max=8, gae_lambda=0.95, lr=1e-3, squash="tanh")
+        # A dimension with no width (low == high) has no tanh to invert: its actions stay clipped.
+        spans = zip(info.spaces.action_low, info.spaces.action_high, strict=True)
+        squash = "tanh" if all(high > low for low, high in spans) else "clip"
+        values.update(obs_norm=True, envs_per_worker=16, t_max=8, gae_lambda=0.95, lr=1e-3, squash=squash)
     if info.spaces.continuous:
-        # No entropy bonus for a learned σ (SB3's default too): 0.01 pushed HalfCheetah's and Pendulum's log σ
+        # No entropy bonus for a learned σ (SB3's default too; a tanh squash gets a small one in
+        # resolve_config): 0.01 pushed HalfCheetah's and Pendulum's log σ
         # to its cap of 2 in every dimension, training on clipped noise (HalfCheetah 828 vs SB3's 906 after
         # 200 s). Discrete policies keep 0.01, with which the discrete half of the suite won.
         values["entropy_coef"] = 0.0

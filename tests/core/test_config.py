@@ -319,6 +319,13 @@ def test_box_actions_without_a_preset_get_a_gaussian_on_normalised_observations(
     # Chosen on five Box envs: tanh, Adam 1e-3, 16 envs per worker, with the tanh squash's small entropy bonus
     assert (config.squash, config.lr, config.envs_per_worker, config.entropy_coef) == ("tanh", 1e-3, 16, 1e-3)
     assert resolve_config(_info((5,), False), {}, {}).squash == "clip"  # discrete: no Gaussian to squash
+    flat = _info((5,), True)
+    no_width = dataclasses.replace(flat, spaces=dataclasses.replace(flat.spaces, action_high=(-1.0,)))
+    assert resolve_config(no_width, {}, {}).squash == "clip"  # low == high: no tanh to invert
+    # MountainCarContinuous's preset keeps the Box defaults it was measured on
+    mcc = dataclasses.replace(flat, env_id="MountainCarContinuous-v0")
+    pinned = resolve_config(mcc, {}, {})
+    assert (pinned.squash, pinned.lr, pinned.envs_per_worker, pinned.entropy_coef) == ("clip", 3e-4, 4, 0.0)
     with pytest.raises(BadInput, match="model: 'cnn' is not allowed"):
         resolve_config(_info((5,), True), {}, {"model": "cnn"})
     with pytest.raises(BadInput, match="lstm_size: 8 is not allowed with model mlp"):
