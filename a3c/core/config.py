@@ -176,8 +176,8 @@ class Config:
     squash: str = field(
         default="clip",
         metadata={
-            "help": "Box actions: Gaussian samples clipped to the bounds (clip) or squashed (tanh; derived for "
-            "flat observations)",
+            "help": "Box actions: Gaussian samples clipped to the bounds (clip) or squashed (tanh; "
+            "derived for flat observations)",
             "choices": ("clip", "tanh"),
         },
     )
