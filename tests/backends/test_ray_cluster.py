@@ -137,7 +137,11 @@ def start_probe(token: str, where: str, prefix: Sequence[str] = (), cpu_nodes: i
 
 
 def probed(token: str, where: str, prefix: Sequence[str] = (), cpu_nodes: int = 0) -> dict:
-    probe_run = start_probe(token, where, prefix, cpu_nodes)
+    return probe_result(start_probe(token, where, prefix, cpu_nodes))
+
+
+def probe_result(probe_run: subprocess.Popen) -> dict:
+    """What a probe from ``start_probe`` printed, once it has ended (under WAIT_CAP_S)."""
     try:
         out, err = probe_run.communicate(timeout=WAIT_CAP_S)
     finally:
@@ -382,10 +386,9 @@ def test_a_ray_start_cluster_with_token_auth_off_is_refused_before_training(tmp_
 LABELS = ("head", "second")  # each node's custom resource, which names it
 
 
-def placement(token: str, address: str, prefix: Sequence[str] = ()) -> tuple[set[str], dict[str, list]]:
+def placement(state: dict) -> tuple[set[str], dict[str, list]]:
     """(labels of the live nodes, {actor class: [(label of its node, restarts)]} of the live actors), from the
-    GCS's node and actor tables."""
-    state = probed(token, address, prefix)
+    GCS's node and actor tables as a probe read them (``probe_result``)."""
     labels = {node: next((r for r in LABELS if r in res), "?") for node, res in state["nodes"].items()}
     alive_actors = [(name, labels.get(node, "?"), restarts) for name, node, restarts in state["alive"]]
     actors = {name: sorted((n, r) for c, n, r in alive_actors if c == name) for name, _, _ in alive_actors}
@@ -472,11 +475,17 @@ def test_node_mode_runs_a_group_on_each_of_two_nodes_and_outlives_losing_one(tmp
                         budget="--set sync_interval=0.5 --set ray_shards=2")  # fmt: skip
         training = lambda: {r[2] for r in metrics(run_dir)} == {"0", "1"}  # noqa: E731
         wait_for(training, WAIT_CAP_S, "both workers train", run, err_path)
-        _, placed = placement(token, address, cluster.prefix)
+        # The probe that reads the placement (a driver of its own, seconds to start) runs while the test
+        # waits for the first sync.csv rows (due SYNC_ROW_S into the run); no actor moves before the kill.
+        reader = start_probe(token, address, cluster.prefix)
+        try:
+            both = lambda: {r["node"] for r in sync_rows(run_dir) if int(r["exchanges"]) > 0} == {"0", "1"}  # noqa: E731
+            wait_for(both, WAIT_CAP_S, "both groups exchange", run, err_path)
+            _, placed = placement(probe_result(reader))
+        finally:
+            end(reader)
         assert placed["NodeGroup"] == [("head", 0), ("second", 0)], placed
         assert placed["ParamShard"] == [("head", 0)] * 2 and placed["EvalActor"] == [("head", 0)], placed
-        both = lambda: {r["node"] for r in sync_rows(run_dir) if int(r["exchanges"]) > 0} == {"0", "1"}  # noqa: E731
-        wait_for(both, WAIT_CAP_S, "both groups exchange", run, err_path)
 
         cluster.second.kill()
         lost = lambda: re.search(r"warning: node group 1 (died|was restarted)", err_path.read_text())  # noqa: E731
