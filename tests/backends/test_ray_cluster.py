@@ -470,9 +470,10 @@ def test_node_mode_runs_a_group_on_each_of_two_nodes_and_outlives_losing_one(tmp
     address = cluster.join(monkeypatch, token)  # (both nodes advertise HOST_IP: the fixture's check)
     run = None
     try:
-        # Two workers: one in each node's group.
-        run = start_run(tmp_path, token, address, workers=2, prefix=cluster.prefix,
-                        budget="--set sync_interval=0.5 --set ray_shards=2")  # fmt: skip
+        # Two workers: one in each node's group. No evaluation (its actor is placed, but plays nothing): the
+        # test checks none, and the CartPole preset's would take a core's fifth meanwhile.
+        budget = f"--set sync_interval=0.5 --set ray_shards=2 --eval-interval {CAP_S}"
+        run = start_run(tmp_path, token, address, workers=2, prefix=cluster.prefix, budget=budget)
         training = lambda: {r[2] for r in metrics(run_dir)} == {"0", "1"}  # noqa: E731
         wait_for(training, WAIT_CAP_S, "both workers train", run, err_path)
         # The probe that reads the placement (a driver of its own, seconds to start) runs while the test
