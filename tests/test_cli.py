@@ -170,6 +170,7 @@ NO_DEFAULT["seeds_text"] = "instead of --seed"  # a3c train --seeds LIST: one ru
 NONE_MEANS = {"max_steps": "no limit", "max_seconds": "no limit", "target_return": "reward_threshold"}
 NONE_MEANS["video"] = "no videos"  # a3c evaluate --video DIR
 NONE_MEANS["group_by"] = "one per env and config"  # a3c plot --group-by KEY
+NONE_MEANS["reach"] = "no such columns"  # a3c runs --reach LEVELS
 NONE_MEANS |= {"storage": "study.db", "study_dir": "runs/tune/<env-id>", "space_items": "docs/tune.md"}
 NONE_MEANS["fmt"] = "onnx"  # a3c export --format: from the output's suffix, else onnx
 NONE_MEANS |= {"seeds": "5; races: 3", "peer": "zoo; default with --suite", "env_ids": "CartPole bench"}

@@ -51,7 +51,7 @@ def parse_levels(text: str | None) -> list[float]:
     default=None,
     metavar="LEVELS",
     help="Add the steps and seconds at which each run's last --window training games first averaged each "
-    "of these returns, e.g. 16,17.",
+    "of these returns, e.g. 16,17.  [default: none: no such columns]",
 )
 @click.option(
     "--window", default=100, show_default=True, type=click.IntRange(min=1), help="Games for --reach."
