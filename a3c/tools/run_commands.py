@@ -53,15 +53,15 @@ def parse_levels(text: str | None) -> list[float]:
     help="Add the steps and seconds at which each run's last --window training games first averaged each "
     "of these returns, e.g. 16,17.  [default: none: no such columns]",
 )
-@click.option(
-    "--window", default=100, show_default=True, type=click.IntRange(min=1), help="Games for --reach."
-)
+@click.option("--window", default=100, show_default=True, type=int, help="Training games for --reach, >= 1.")
 def runs(directory: Path, reach: str | None, window: int) -> None:
     """The runs under DIRECTORY (default runs/): env, seed, start, steps, wall, best eval, solved (with
     --reach, when each run's training games first averaged each level); then, for each group of runs that
     differ only by seed, the IQM of their final and best eval return and time to solve, with stratified
     bootstrap 95% intervals (docs/analysis.md). A damaged run: a problem column and a warning line; exit 1."""
     levels = parse_levels(reach)
+    if window < 1:
+        raise BadInput(f"--window: {window} is not allowed; expected an integer >= 1")
     analysis = _analysis()
     try:
         loaded = analysis.load_runs(directory)

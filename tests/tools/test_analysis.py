@@ -298,6 +298,14 @@ def test_training_reach_is_where_the_trailing_mean_of_training_games_first_gets_
     ]
 
 
+def test_runs_refuses_a_window_of_no_games(tmp_path):
+    refused = call_a3c("runs", str(tmp_path), "--reach", "16", "--window", "0")
+    assert (
+        refused.returncode == 2
+        and refused.stderr == "error: --window: 0 is not allowed; expected an integer >= 1\n"
+    )
+
+
 @pytest.mark.parametrize("levels", ["16,x", "", "inf", "16,,17"])
 def test_runs_refuses_reach_levels_that_are_not_returns(tmp_path, levels):
     refused = call_a3c("runs", str(tmp_path), "--reach", levels)
