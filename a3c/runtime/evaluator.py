@@ -8,6 +8,7 @@ every evaluation, each confirmation of a solve fresh ones (``eval_rounds``).
 from __future__ import annotations
 
 import copy
+import math
 import sys
 import time
 from collections import deque
@@ -368,12 +369,19 @@ def cpu_share_wait(
     eval_cpu_s: float, config: Config, trained_s: float = float("inf"), near_target: bool = False
 ) -> float:
     """Seconds to wait after an evaluation that used ``eval_cpu_s`` of CPU so that the evaluator uses at most
-    its ``cpu_share`` of a core — but never longer than the run has trained (``trained_s``): an early
-    evaluation of a policy that loops plays every game to the step limit (on an env without a time limit,
-    10,000 steps each), and the share's pause after it would hide a target reached soon after for many
-    times the run's age. The cap binds only while a run is young."""
+    its ``cpu_share`` of a core, with two caps that keep a costly evaluation from hiding a solve.
+
+    Never longer than the run has trained (``trained_s``): an early evaluation of a policy that loops plays
+    every game to the step limit (on an env without a time limit, 10,000 steps each), and the share's pause
+    after it would hide a target reached soon after for many times the run's age. And never longer than
+    sqrt(2 · trained_s · eval_cpu_s / workers): taking the time still to go as about the run's age R, looks
+    every T s cost the workers R · c / (workers · T) s of training and see the target T / 2 s late on
+    average; that T minimises the sum. It binds when evaluations grow costly mid-run (long games as a
+    policy improves), where the share alone would look again only after many minutes.
+    """
     share = cpu_share(config, near_target)
-    return min(eval_cpu_s * (1.0 - share) / share, trained_s)
+    balanced = math.sqrt(2.0 * trained_s * eval_cpu_s / max(1, config.workers))
+    return min(eval_cpu_s * (1.0 - share) / share, trained_s, balanced)
 
 
 def next_wait(

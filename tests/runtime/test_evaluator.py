@@ -378,15 +378,29 @@ def test_a_solved_run_is_not_rescored(tmp_path, monkeypatch):
 def test_the_evaluators_pause_keeps_its_cpu_share_but_never_outlasts_the_runs_training():
     from a3c.runtime.evaluator import cpu_share_wait, next_wait
 
-    config = Config(env_id="CartPole-v1", eval_interval=1.0, eval_cpu_share=0.05)
-    assert next_wait(4.0, config, trained_s=1000.0) == pytest.approx(76.0)  # 4 s of 80: the share
-    assert next_wait(4.0, config, trained_s=9.0) == 9.0  # a young run looks again soon
+    config = Config(env_id="CartPole-v1", workers=2, eval_interval=1.0, eval_cpu_share=0.05)
+    assert next_wait(4.0, config, trained_s=100_000.0) == pytest.approx(76.0)  # 4 s of 80: the share
+    assert next_wait(40.0, config, trained_s=9.0) == 9.0  # a young run looks again soon
     assert next_wait(0.01, config, trained_s=9.0) == 1.0  # never before eval_interval
-    assert cpu_share_wait(4.0, config, trained_s=9.0) == 9.0  # by steps: the same cap
+    assert cpu_share_wait(40.0, config, trained_s=9.0) == 9.0  # by steps: the same cap
     # After a confirmation (near the target) the share is 4 times as large: 20 %, a pause of 4 × 4 s.
     assert next_wait(4.0, config, trained_s=1000.0, near_target=True) == pytest.approx(16.0)
     everything = Config(env_id="CartPole-v1", eval_interval=1.0, eval_cpu_share=0.5)
     assert next_wait(4.0, everything, near_target=True) == 1.0  # at most all of a core: no pause
+
+
+def test_a_costly_evaluation_mid_run_is_not_followed_by_a_pause_of_half_the_runs_age():
+    from a3c.runtime.evaluator import cpu_share_wait, next_wait
+
+    # Pong at 1,468 s: 20 long games took 50 CPU-s; the 5 % share alone would wait 950 s. The pause that
+    # balances the workers' lost CPU (50 s / 2 workers per look) against a solve seen half a pause late,
+    # for a target about the run's age away: sqrt(2 × 1468 × 50 / 2) = 270.9 s.
+    config = Config(env_id="CartPole-v1", workers=2, eval_interval=30.0, eval_cpu_share=0.05)
+    assert next_wait(50.0, config, trained_s=1468.0) == pytest.approx(270.9, abs=0.1)
+    assert cpu_share_wait(50.0, config, trained_s=1468.0) == pytest.approx(270.9, abs=0.1)
+    more_workers = Config(env_id="CartPole-v1", workers=8, eval_interval=30.0, eval_cpu_share=0.05)
+    assert next_wait(50.0, more_workers, trained_s=1468.0) == pytest.approx(135.5, abs=0.1)
+    assert next_wait(0.5, config, trained_s=1468.0) == 30.0  # a cheap one still waits eval_interval
 
 
 def test_an_evaluation_that_played_a_confirmation_is_near_the_target(tmp_path, monkeypatch):
