@@ -62,7 +62,7 @@ class Param:
         return trial.suggest_float(self.name, self.low, self.high, log=self.log)
 
     def describe(self) -> str:
-        """The range as the docs and ``--help`` write it: ``1e-4..1e-2 log``, ``one of 1, 2, 4, 8``."""
+        """The range as the docs and ``--help`` write it: ``1e-4..1e-2 log``, ``one of 1, 2, 4, 8, 16``."""
         if self.choices:
             return "one of " + ", ".join(str(c) for c in self.choices)
         return f"{self.low:g}..{self.high:g}" + (" log" if self.log else "")
@@ -80,7 +80,7 @@ DEFAULT_SPACE: dict[str, Param] = {
         Param("gae_lambda", 0.9, 1.0),
         Param("max_grad_norm", 0.25, 5.0, log=True),
         Param("value_coef", 0.25, 1.0),
-        Param("envs_per_worker", choices=(1, 2, 4, 8)),
+        Param("envs_per_worker", choices=(1, 2, 4, 8, 16)),
     )
 }
 

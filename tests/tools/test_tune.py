@@ -52,7 +52,7 @@ def test_default_ranges_are_valid_config_values(param):
 
 def test_log_uniform_where_the_scale_spans_decades():
     assert {n for n, p in DEFAULT_SPACE.items() if p.log} == {"lr", "entropy_coef", "t_max", "max_grad_norm"}
-    assert DEFAULT_SPACE["envs_per_worker"].choices == (1, 2, 4, 8)
+    assert DEFAULT_SPACE["envs_per_worker"].choices == (1, 2, 4, 8, 16)
 
 
 def test_tunable_keys_are_numeric_config_fields_that_shape_learning():
@@ -66,7 +66,7 @@ def test_space_items_replace_or_add_a_range():
     assert space["lr"] == Param("lr", 1e-5, 1e-3, log=True)
     assert space["t_max"] == Param("t_max", 5, 20) and isinstance(space["t_max"].low, int)
     assert space["workers"] == Param("workers", 2, 2)  # low = high pins a value
-    assert space["envs_per_worker"].choices == (1, 2, 4, 8)  # the rest stays the default
+    assert space["envs_per_worker"].choices == (1, 2, 4, 8, 16)  # the rest stays the default
     assert parse_space(("envs_per_worker=1:4",))["envs_per_worker"] == Param("envs_per_worker", 1, 4)
     assert parse_space(()) == DEFAULT_SPACE
 
