@@ -128,6 +128,7 @@ class Evaluator:
         self.best_return = saved.mean_return  # that evaluation's mean_return (eval.csv's value)
         self.confirmations = 0  # confirmations (and rescorings) played: each draws fresh seeds
         self.near_target = False  # the last evaluation played a confirmation (``EvalSchedule``'s share)
+        self.evaluated_step: int | None = None  # the global step of the last evaluation that finished
         self.candidates = Candidates(RESCORED_CANDIDATES)
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
         # One vector env per episode count (the rounds, a confirmation, a rescoring), built once, reset on
@@ -135,8 +136,12 @@ class Evaluator:
         self.envs: dict[int, gym.vector.VectorEnv] = {}
         self.cpu_start = time.process_time()  # so start-up imports do not count as evaluation cost
 
-    def evaluate(self, should_stop: Callable[[], bool] = lambda: False) -> EvalRecord | None:
-        """One evaluation of the current shared weights; None when ``should_stop`` cut it short.
+    def evaluate(
+        self, should_stop: Callable[[], bool] = lambda: False, only_if_moved: bool = False
+    ) -> EvalRecord | None:
+        """One evaluation of the current shared weights; None when ``should_stop`` cut it short, or with
+        ``only_if_moved`` when the global step is the last evaluation's (about the same weights: their rounds
+        would replay the same games, and a confirmation would be one more look at the same policy).
 
         It plays the evaluation round (``eval_episodes`` games), then the selection round when
         ``plays_selection`` says so (at the target, or beating best.pt), then at the target the confirmation
@@ -144,6 +149,8 @@ class Evaluator:
         ``mean_return``; its mean over the ``selection_games`` decides whether it replaces best.pt; the
         confirmation's games alone say whether it is solved (``eval_rounds.holds``)."""
         global_step, updates = self._pull()
+        if only_if_moved and global_step == self.evaluated_step:
+            return None
         outcome = play_rounds(
             lambda games, seed: self._play(games, seed, should_stop),
             self.config,
@@ -155,6 +162,7 @@ class Evaluator:
         if outcome is None:
             return None
         returns, lengths, solved, selection, self.near_target = outcome
+        self.evaluated_step = global_step
         wall_time = self.start_time.elapsed()
         mean = float(returns.mean())
         row = (
@@ -396,7 +404,8 @@ def next_wait(
 
 
 def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: float) -> None:
-    """Process target: evaluate every ``next_wait`` s; stop at the target; once more at a budget end.
+    """Process target: evaluate every ``next_wait`` s once the global step has moved; stop at the target;
+    once more at a budget end.
 
     Its heartbeat slot is ``config.workers``; ``best_mean`` is the best so far (a restarted evaluator or a
     resumed run must not replace best.pt with a worse model).
@@ -414,7 +423,7 @@ def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: 
                 time.sleep(StopSignal.POLL_S)  # an idle evaluator costs the workers nothing
                 continue
             cpu_before = time.process_time()
-            record = evaluator.evaluate(cut_short)
+            record = evaluator.evaluate(cut_short, only_if_moved=True)
             used, trained = time.process_time() - cpu_before, shared.start_time.elapsed()
             pause = schedule.pause_after(used, trained, evaluator.near_target)
             schedule.done(shared.counters.total_steps, pause)

@@ -403,6 +403,20 @@ def test_a_costly_evaluation_mid_run_is_not_followed_by_a_pause_of_half_the_runs
     assert next_wait(0.5, config, trained_s=1468.0) == 30.0  # a cheap one still waits eval_interval
 
 
+def test_the_evaluators_loops_skip_weights_that_have_not_moved_but_a_budgets_final_evaluation_does_not(
+    tmp_path, monkeypatch
+):
+    shared = cartpole_state(tmp_path, 200.0)
+    evaluator = scripted(Evaluator(shared, seed=0), iter([np.full(10, 150.0)] * 6), monkeypatch)
+    assert evaluator.evaluate(only_if_moved=True).global_step == 0  # the first evaluation: nothing to skip
+    assert evaluator.evaluate(only_if_moved=True) is None  # the same step: the same weights, no games
+    shared.counters.add(0, 20)
+    assert evaluator.evaluate(only_if_moved=True).global_step == 20
+    assert evaluator.final().global_step == 20  # a budget's last look is always taken
+    assert len((tmp_path / "eval.csv").read_text().splitlines()) == 1 + 3
+    evaluator.close()
+
+
 def test_an_evaluation_that_played_a_confirmation_is_near_the_target(tmp_path, monkeypatch):
     shared = cartpole_state(tmp_path, 200.0, confirm=100)
     scores = iter([np.full(10, 150.0)] * 2 + [np.full(10, 210.0), np.full(10, 210.0), np.full(100, 190.0)])

@@ -1,6 +1,6 @@
 """The Ray driver's evaluator thread: the ``RemoteEvaluator`` (eval.csv and best.pt on the driver's disk,
-episodes played by the ``EvalActor``) every ``eval_interval`` seconds, its records queued for the trainer's
-loop."""
+episodes played by the ``EvalActor``) every ``eval_interval`` seconds once the global step has moved, its
+records queued for the trainer's loop."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ class EvalLoop:
         try:
             while not self.stop_event.wait(self.config.eval_interval):
                 cpu = self.evaluator.remote_cpu_s
-                record = self.evaluator.evaluate(self.stop_event.is_set)
+                record = self.evaluator.evaluate(self.stop_event.is_set, only_if_moved=True)
                 if record is not None:
                     self.records.put(record)
                 used, trained = self.evaluator.remote_cpu_s - cpu, self.evaluator.start_time.elapsed()
