@@ -268,8 +268,9 @@ class Config:
     eval_cpu_share: float = field(
         default=0.05,
         metadata={
-            "help": "at most this share of the evaluator's time is spent evaluating, in (0, 1] (4 times "
-            "that after an evaluation at the target, which played a confirmation)"
+            "help": "the evaluator's pauses keep its evaluating to this share of its time, in (0, 1] (4 "
+            "times that after an evaluation at the target, which played a confirmation), but never "
+            "longer than the run's age nor sqrt(2 x age x evaluation CPU-s / workers)"
         },
     )
     eval_episodes: int = field(

@@ -388,7 +388,9 @@ def cpu_share_wait(
     policy improves), where the share alone would look again only after many minutes.
     """
     share = cpu_share(config, near_target)
-    balanced = math.sqrt(2.0 * trained_s * eval_cpu_s / max(1, config.workers))
+    if eval_cpu_s <= 0.0:
+        return 0.0
+    balanced = math.sqrt(2.0 * max(0.0, trained_s) * eval_cpu_s / max(1, config.workers))
     return min(eval_cpu_s * (1.0 - share) / share, trained_s, balanced)
 
 

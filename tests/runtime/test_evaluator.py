@@ -392,7 +392,7 @@ def test_the_evaluators_pause_keeps_its_cpu_share_but_never_outlasts_the_runs_tr
 def test_a_costly_evaluation_mid_run_is_not_followed_by_a_pause_of_half_the_runs_age():
     from a3c.runtime.evaluator import cpu_share_wait, next_wait
 
-    # Pong at 1,468 s: 20 long games took 50 CPU-s; the 5 % share alone would wait 950 s. The pause that
+    # Pong at 1,468 s: 10 long games took 50 CPU-s; the 5 % share alone would wait 950 s. The pause that
     # balances the workers' lost CPU (50 s / 2 workers per look) against a solve seen half a pause late,
     # for a target about the run's age away: sqrt(2 × 1468 × 50 / 2) = 270.9 s.
     config = Config(env_id="CartPole-v1", workers=2, eval_interval=30.0, eval_cpu_share=0.05)
