@@ -299,8 +299,9 @@ def scheduled_lr(
     """The learning rate of a run at ``steps`` env steps and ``seconds`` of its wall time: ``lr`` itself
     (``constant``), or decayed linearly from ``lr`` to 0 at the end of its budget (``linear``: CleanRL's
     ``anneal_lr``, Stable-Baselines3's ``linear_schedule``), never below 0. With ``decay_start`` s in
-    [0, 1) the linear rate stays ``lr`` for the first share s of the budget and decays over the rest: a
-    fast first phase at the full rate, then the fine-tuning a falling rate gives.
+    [0, 1) (``Config.validate`` refuses any other) the linear rate stays ``lr`` for the first share s of
+    the budget and decays over the rest: a fast first phase at the full rate, then the fine-tuning a
+    falling rate gives.
 
     The linear decay follows whichever budget set (``max_steps``, ``max_seconds``) is further along: the run
     ends at the first one reached, and the rate should be 0 there, not halfway down."""
@@ -312,8 +313,6 @@ def scheduled_lr(
             fractions.append(seconds / max_seconds)
         if not fractions:
             raise ValueError("a linear schedule needs max_steps or max_seconds")
-        if not 0.0 <= decay_start < 1.0:
-            raise ValueError(f"decay_start {decay_start!r} is outside [0, 1)")
         left = (1.0 - max(fractions)) / (1.0 - decay_start)
         return lr * min(1.0, max(0.0, left))  # never above lr, whatever a clock said
     raise ValueError(f"unknown lr schedule {schedule!r}")

@@ -387,9 +387,9 @@ def cpu_share_wait(
     average; that T minimises the sum. It binds when evaluations grow costly mid-run (long games as a
     policy improves), where the share alone would look again only after many minutes.
     """
-    share = cpu_share(config, near_target)
     if eval_cpu_s <= 0.0:
         return 0.0
+    share = cpu_share(config, near_target)
     balanced = math.sqrt(2.0 * max(0.0, trained_s) * eval_cpu_s / max(1, config.workers))
     return min(eval_cpu_s * (1.0 - share) / share, trained_s, balanced)
 

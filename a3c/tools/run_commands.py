@@ -41,7 +41,7 @@ def parse_levels(text: str | None) -> list[float]:
         raise BadInput(
             f"--reach: {text!r} is not allowed; expected finite returns joined by commas, e.g. 16,17"
         )
-    return list(dict.fromkeys(levels))  # a level given twice is one pair of columns
+    return levels
 
 
 @click.command()
