@@ -69,7 +69,8 @@ def env_defaults(info: EnvInfo) -> dict[str, Any]:
     if info.spaces.continuous:
         # No entropy bonus for a learned σ (SB3's default too; a tanh squash gets a small one in
         # resolve_config): 0.01 pushed HalfCheetah's and Pendulum's log σ to its cap of 2 in every
-        # dimension, training on clipped noise (HalfCheetah 828 vs SB3's 906 after 200 s). Discrete policies keep 0.01, with which the discrete half of the suite won.
+        # dimension, training on clipped noise (HalfCheetah 828 vs SB3's 906 after 200 s). Discrete
+        # policies keep 0.01, with which the discrete half of the suite won.
         values["entropy_coef"] = 0.0
     return values
 
