@@ -50,15 +50,15 @@ def test_a_gaussian_policy_learns_a_continuous_bandit_within_a_step_budget(tmp_p
 
 
 def test_obs_stats_are_checkpointed_resumed_and_evaluated(tmp_path):
-    # The Pendulum preset (obs_norm, 4 envs x t_max 8): 32 steps an update, so the budgets are exact. The
-    # statistics count one observation per env step plus each env's first one after a reset (4 at the
-    # start, 4 more at the resume); their prior adds 1e-4 per start.
+    # The Pendulum preset (obs_norm, 16 envs x t_max 8): 128 steps an update, so the budgets are exact. The
+    # statistics count one observation per env step plus each env's first one after a reset (16 at the
+    # start, 16 more at the resume); their prior adds 1e-4 per start.
     run_dir = tmp_path / "run"
     a3c.train("Pendulum-v1", run_dir=run_dir, serial=True, seed=0, max_steps=1024, eval_interval_steps=1024,
               eval_episodes=2)  # fmt: skip
     assert read_json(run_dir / "summary.json")["total_steps"] == 1024
     saved = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
-    assert float(saved["obs_norm"]["count"]) == pytest.approx(1024 + 4, abs=1e-3)
+    assert float(saved["obs_norm"]["count"]) == pytest.approx(1024 + 16, abs=1e-3)
     assert saved["obs_norm"]["mean"].shape == (3,)
     assert saved["spaces"]["continuous"] and saved["spaces"]["action_high"] == [2.0]
 
@@ -68,7 +68,7 @@ def test_obs_stats_are_checkpointed_resumed_and_evaluated(tmp_path):
     a3c.resume(run_dir, serial=True, max_steps=2048)
     assert read_json(run_dir / "summary.json")["total_steps"] == 2048
     again = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=False)
-    assert float(again["obs_norm"]["count"]) == pytest.approx(2048 + 8, abs=1e-3)  # continued, not restarted
+    assert float(again["obs_norm"]["count"]) == pytest.approx(2048 + 32, abs=1e-3)  # continued, not restarted
     assert read_json(run_dir / "config.json")["resumes"] == 1
 
     played = call_a3c("evaluate", str(run_dir), "--episodes", "2", "--json")
