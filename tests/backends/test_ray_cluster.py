@@ -184,7 +184,7 @@ def gcs_address(pids: set[int]) -> str:
     return f"{host}:{port}"
 
 
-SEGMENT_STEPS = 2_000  # the local segments' step budgets: 10 Pendulum episodes
+SEGMENT_STEPS = 8_000  # the local segments' step budgets: 250 steps for each of 2 × 16 envs, past an episode
 
 
 def train_locally(run_dir: Path, *args: str) -> dict:

@@ -120,8 +120,7 @@ def docs_client() -> str:
 # (--serial, an evaluation every 1,000 steps, seeds 0-9, 2026-12-02) it solves at 1k-16k steps (median 9k),
 # and best.pt then scores a mean 171.7-500 (median 311.9) on the 20 episodes below; seed 0: 8k steps, 365.85
 # (216-500). Budget 50k, 3x the slowest. Pendulum trains 10k steps with its preset's observation
-# normalisation and tanh: its best.pt is the one a 40k-step run keeps (evaluated every 10k steps, seed 0, its
-# later evaluations scored lower: -981.5, then -1314.1, -1253.9, -1178.3).
+# normalisation and tanh; its best.pt is the one evaluation, at the budget.
 TRAINED = {
     "CartPole-v1": {"target_return": 150, "max_steps": 50_000, "eval_interval_steps": 1000},
     "Pendulum-v1": {"max_steps": 10_000, "eval_interval_steps": 10_000},
