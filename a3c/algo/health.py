@@ -27,9 +27,9 @@ COLLAPSE_ROWS = 5  # consecutive rows below it: one noisy row does not count
 # A tanh-squashed Gaussian has no uniform to compare with, and its σ shrinks by design; but its logged entropy
 # (the Gaussian's plus the sample's log tanh Jacobian, log(1 - tanh²u) ≈ ln 4 - 2|u| in the tails, plus the
 # log half range) falls without bound as the pre-squash mean u runs into saturation, where tanh's gradient
-# (∝ sech² u) no longer moves it. Pendulum's preset without an entropy bonus failed CI at -85 nats (|u| ≈ 43);
-# twelve Pendulum runs that solved dipped to -13 at their lowest (2026-12-01, seeds 0-5, entropy_coef 0 and
-# 1e-3). Below -20 nats a dimension (|u| ≳ 10, sech² u < 1e-8) the mean is stuck.
+# (∝ sech² u) no longer moves it. Pendulum's preset of then without an entropy bonus failed CI at -85 nats
+# (|u| ≈ 43); twelve Pendulum runs that solved dipped to -13 at their lowest (2026-12-01, seeds 0-5,
+# entropy_coef 0 and 1e-3). Below -20 nats a dimension (|u| ≳ 10, sech² u < 1e-8) the mean is stuck.
 SATURATED_NATS = -20.0
 # A clipped Gaussian's entropy measures σ alone: Σ (log σ + ½ + ½ ln 2π). One whose log σ averages within
 # this much of its lower bound (``LOG_STD_MIN``) before the target has all but stopped exploring.

@@ -1,7 +1,7 @@
 """Learning curves of Box actions: the Pendulum-v1 preset with the local backend (Hogwild: 2 spawned
 workers on one shared model), a race against the clock over seeds, and serially within a step
 budget: `make test-learning` prints the pass rate. Not in CI: the first depends on the machine's load and
-the workers' interleaving, the second is seeded but costs 20-50 CPU-s a seed. What `make test` checks
+the workers' interleaving, the second is seeded but costs about 30 CPU-s a seed. What `make test` checks
 instead is named in each docstring."""
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def test_pendulum_learns_serially_within_a_step_budget(tmp_path, seed):
     learner, seeded: the run is bit-reproducible on one CPU model, so it solves at the same step on any
     machine of that kind. The bar is -600: well clear of random (about -1200). Measured (eval every 10k steps,
     2026-12-07, AMD EPYC): seeds 0-9 solve at -600 at 270k, 310k, 250k, 240k, 250k, 250k, 270k, 290k, 280k,
-    280k steps (median 270k), 20-30 s each on a quiet core; budget 460,800 (3,600 updates), 1.5x the
-    slowest. (The preset before, 4 envs per worker and γ 0.9: 180k-390k, 2026-12-02.) Float kernels differ
+    280k steps (median 270k), 20-30 s each on a quiet core; budget 460,800 (3,600 updates), about 1.5x
+    the slowest. (The preset before, 4 envs per worker and γ 0.9: 180k-390k, 2026-12-02.) Float kernels differ
     between CPU models: on an AVX-512 Xeon that preset's seed 2 solved at 260k rather than 180k. Moved here
     from `make test` (tests/e2e/test_continuous.py) for its cost; there, a Gaussian policy learns a
     continuous bandit instead."""

@@ -15,7 +15,7 @@ from a3c_envs import inspect_env
 
 
 def pendulum_trainer(run_dir: Path, resume: dict | None = None, **overrides) -> Trainer:
-    """A serial Pendulum trainer with reward scaling (its preset's setting), a few hundred steps long."""
+    """A serial Pendulum trainer with reward scaling (what Pendulum resolves to), a few hundred steps long."""
     info = inspect_env("Pendulum-v1")
     values = dict(env_id="Pendulum-v1", workers=1, envs_per_worker=2, t_max=8, reward_scale=True)
     values |= dict(max_steps=320, eval_interval=60.0, eval_episodes=1, target_return=None) | overrides
