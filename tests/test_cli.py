@@ -195,6 +195,23 @@ def same_value(shown: str, value: object) -> bool:
     return shown == str(value)
 
 
+def test_an_option_the_env_can_derive_says_so_in_its_help():
+    from a3c.core.spaces import Spaces
+    from a3c.training.resolve import env_defaults
+    from a3c_envs import EnvInfo
+
+    image = EnvInfo("Image-v0", Spaces((1, 84, 84), 4, False, (), ()), None, None)
+    box = EnvInfo("Box-v0", Spaces((5,), 1, True, (-1.0,), (1.0,)), None, 200)
+    derived = set(env_defaults(image)) | set(env_defaults(box))
+    train = cli.commands["train"]
+    ctx = click.Context(train, info_name="train", show_default=True)
+    helps = {p.name: p.get_help_record(ctx)[1] for p in train.params if isinstance(p, click.Option)}
+    described = {"target_return": "reward_threshold", "model": "cnn for images"}  # their own words
+    for name in derived & set(helps):
+        assert described.get(name, "derived from its spaces") in helps[name], (name, helps[name])
+    assert {"envs_per_worker", "eval_interval"} <= derived & set(helps)
+
+
 @pytest.mark.parametrize("command", sorted(cli.commands))
 def test_help_documents_every_option_with_its_default(command):
     # Each option's shown default is its real one: Config's field default for a train option (click's

@@ -45,8 +45,9 @@ BUILTIN_MODELS = ("mlp", "cnn")
 # The MLP's hidden-layer activations (``activation``).
 ACTIVATIONS = ("tanh", "relu")
 
-# The shown default of an option whose field presets usually set.
+# The shown default of an option whose field presets usually set, and of one the env's spaces derive too.
 PRESET_ELSE = "the env's preset, else {}"
+PRESET_DERIVED_ELSE = "the env's preset, else derived from its spaces, else {}"
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Config:
         metadata={
             "help": "envs each worker steps as one batch",
             "option": "--envs-per-worker",
-            "shown_default": PRESET_ELSE,
+            "shown_default": PRESET_DERIVED_ELSE,
         },
     )
     t_max: int = field(default=20, metadata={"help": "rollout length: env steps per env between updates"})
@@ -241,7 +242,7 @@ class Config:
         metadata={
             "help": "minimum seconds between evaluations",
             "option": "--eval-interval",
-            "shown_default": PRESET_ELSE,
+            "shown_default": PRESET_DERIVED_ELSE,
         },
     )
     eval_interval_steps: int | None = field(

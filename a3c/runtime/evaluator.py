@@ -128,7 +128,7 @@ class Evaluator:
         self.best_return = saved.mean_return  # that evaluation's mean_return (eval.csv's value)
         self.confirmations = 0  # confirmations (and rescorings) played: each draws fresh seeds
         self.near_target = False  # the last evaluation played a confirmation (``EvalSchedule``'s share)
-        self.evaluated_step: int | None = None  # the global step of the last evaluation that finished
+        self.evaluated_step: int | None = None  # the global step of the last evaluation that finished whole
         self.candidates = Candidates(RESCORED_CANDIDATES)
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
         # One vector env per episode count (the rounds, a confirmation, a rescoring), built once, reset on
@@ -162,7 +162,6 @@ class Evaluator:
         if outcome is None:
             return None
         returns, lengths, solved, selection, self.near_target = outcome
-        self.evaluated_step = global_step
         wall_time = self.start_time.elapsed()
         mean = float(returns.mean())
         row = (
@@ -205,6 +204,8 @@ class Evaluator:
             else:  # the best is what best.pt holds: recorded once on disk, so a later one can replace it
                 self.best_mean, self.best_return, self.best_solved = selection, mean, solved
                 self.candidates.add(payload)
+        if save_error is None:  # else the same weights are worth another look: best.pt may save then
+            self.evaluated_step = global_step
         return self._record(row, solved, save_error)
 
     def _record(self, row: tuple, solved: bool, save_error: str | None = None) -> EvalRecord:

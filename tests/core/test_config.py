@@ -12,7 +12,7 @@ import a3c.training.resolve
 from a3c.core.config import RETIRED_FIELDS, Config, parse_set, parse_values
 from a3c.core.errors import BadInput
 from a3c.core.spaces import Spaces
-from a3c.training.resolve import confirm_episodes, resolve_config
+from a3c.training.resolve import box_gamma, confirm_episodes, resolve_config
 from a3c_envs import EnvInfo, inspect_env, load_preset
 from tests.support.commands import call_a3c
 
@@ -221,6 +221,14 @@ def test_confirmation_is_derived_from_the_episode_limit(max_episode_steps, expec
     assert confirm_episodes(max_episode_steps) == expected
 
 
+@pytest.mark.parametrize(
+    "max_episode_steps, expected",
+    [(100, 0.98), (200, 0.98), (300, 0.986667), (400, 0.99), (1000, 0.99), (None, 0.99)],
+)
+def test_box_discount_is_derived_from_the_episode_limit(max_episode_steps, expected):
+    assert box_gamma(max_episode_steps) == expected
+
+
 def test_every_target_is_confirmed_unless_told_otherwise(cartpole, monkeypatch):
     monkeypatch.setattr(a3c.training.resolve, "load_preset", lambda env_id: {})
     assert resolve_config(cartpole, {"target_return": 50.0}, {}).confirm_episodes == 100  # the user's target
@@ -318,6 +326,15 @@ def test_box_actions_without_a_preset_get_a_gaussian_on_normalised_observations(
     assert config.model == "mlp" and config.obs_norm and config.gaussian_std == "learned"
     # Chosen on five Box envs: tanh, Adam 1e-3, 16 envs per worker, with the tanh squash's small entropy bonus
     assert (config.squash, config.lr, config.envs_per_worker, config.entropy_coef) == ("tanh", 1e-3, 16, 1e-3)
+    # A discount sized to the episode limit: Pendulum's 200 steps get 0.98, a limit unknown 0.99
+    assert config.gamma == 0.99
+    short = dataclasses.replace(_info((5,), True), max_episode_steps=200)
+    assert resolve_config(short, {}, {}).gamma == 0.98
+    assert resolve_config(short, {}, {"gamma": 0.9}).gamma == 0.9  # --set wins
+    pendulum = inspect_env("Pendulum-v1")
+    assert resolve_config(pendulum, {}, {}).gamma == resolve_config(pendulum, {}, {}, use_preset=False).gamma
+    assert resolve_config(inspect_env("MountainCarContinuous-v0"), {}, {}).gamma == 0.99  # 999 steps
+    assert resolve_config(_info((5,), False), {}, {}).gamma == 0.99  # discrete actions: not derived
     assert resolve_config(_info((5,), False), {}, {}).squash == "clip"  # discrete: no Gaussian to squash
     flat = _info((5,), True)
     no_width = dataclasses.replace(flat, spaces=dataclasses.replace(flat.spaces, action_high=(-1.0,)))

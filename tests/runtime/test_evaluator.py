@@ -293,6 +293,7 @@ def test_an_evaluation_reads_the_shared_weights_and_writes_nothing_shared(tmp_pa
 def test_best_is_recorded_only_once_best_pt_is_on_disk(tmp_path, monkeypatch):
     # Evaluation 1 (100 over both rounds) cannot be saved (a full disk): best.pt does not hold it, so
     # evaluation 2 (90) still beats best.pt and replaces it; the record says why evaluation 1 is missing.
+    # The evaluators' loops skip weights that have not moved, but not a best.pt that could not be saved.
     shared = cartpole_state(tmp_path, 500.0)
     scores = iter([np.full(n, v) for v in (100.0, 90.0) for n in (10, 100)])
     evaluator = scripted(Evaluator(shared, seed=0), scores, monkeypatch)
@@ -303,13 +304,13 @@ def test_best_is_recorded_only_once_best_pt_is_on_disk(tmp_path, monkeypatch):
 
     monkeypatch.setattr(evaluator_module, "save_checkpoint", full_disk)
     set_mark(shared.model, 1.0)
-    first = evaluator.evaluate()
+    first = evaluator.evaluate(only_if_moved=True)
     assert first.best_save_error == "OSError: [Errno 28] No space left on device"
     assert first.best_selection_mean is None and first.best_mean_return is None  # no -inf in summary.json
     assert not (tmp_path / "checkpoints" / "best.pt").exists()
     monkeypatch.setattr(evaluator_module, "save_checkpoint", real_save)
     set_mark(shared.model, 2.0)
-    second = evaluator.evaluate()
+    second = evaluator.evaluate(only_if_moved=True)  # at the same global step
     evaluator.close()
     assert (
         second.best_save_error is None and second.best_selection_mean == 90.0 and best_mark(tmp_path) == 2.0
