@@ -209,6 +209,7 @@ def test_an_option_the_env_can_derive_says_so_in_its_help():
     described = {"target_return": "reward_threshold", "model": "cnn for images"}  # their own words
     for name in derived & set(helps):
         assert described.get(name, "derived from its spaces") in helps[name], (name, helps[name])
+    assert {name for name, text in helps.items() if "derived from its spaces" in text} <= derived
     assert {"envs_per_worker", "eval_interval"} <= derived & set(helps)
 
 

@@ -128,7 +128,7 @@ class Evaluator:
         self.best_return = saved.mean_return  # that evaluation's mean_return (eval.csv's value)
         self.confirmations = 0  # confirmations (and rescorings) played: each draws fresh seeds
         self.near_target = False  # the last evaluation played a confirmation (``EvalSchedule``'s share)
-        self.evaluated_step: int | None = None  # the global step of the last evaluation that finished whole
+        self.evaluated_step: int | None = None  # the global step of the last evaluation with nothing unsaved
         self.candidates = Candidates(RESCORED_CANDIDATES)
         self.log = CsvLog(run_dir / "eval.csv", EVAL_COLUMNS)
         # One vector env per episode count (the rounds, a confirmation, a rescoring), built once, reset on
@@ -140,8 +140,9 @@ class Evaluator:
         self, should_stop: Callable[[], bool] = lambda: False, only_if_moved: bool = False
     ) -> EvalRecord | None:
         """One evaluation of the current shared weights; None when ``should_stop`` cut it short, or with
-        ``only_if_moved`` when the global step is the last evaluation's (about the same weights: their rounds
-        would replay the same games, and a confirmation would be one more look at the same policy).
+        ``only_if_moved`` when the global step is the last evaluation's and its best.pt, if any, was saved
+        (about the same weights: their rounds would replay the same games, and a confirmation would be one
+        more look at the same policy).
 
         It plays the evaluation round (``eval_episodes`` games), then the selection round when
         ``plays_selection`` says so (at the target, or beating best.pt), then at the target the confirmation
@@ -407,8 +408,8 @@ def next_wait(
 
 
 def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: float) -> None:
-    """Process target: evaluate every ``next_wait`` s once the global step has moved; stop at the target;
-    once more at a budget end.
+    """Process target: evaluate every ``next_wait`` s once the global step has moved (or best.pt could not be
+    saved); stop at the target; once more at a budget end.
 
     Its heartbeat slot is ``config.workers``; ``best_mean`` is the best so far (a restarted evaluator or a
     resumed run must not replace best.pt with a worse model).
