@@ -353,10 +353,10 @@ class Config:
         metadata={"help": "ray backend: seconds between a node's exchanges with the global model"},
     )
     sync_combine: str = field(
-        default="mean",
+        default="sum",
         metadata={
             "help": "ray backend: how nodes' parameter changes combine in the global model: sum (as more "
-            "A3C workers would) or mean (each change divided by the node count)",
+            "A3C workers would) or mean (each change divided by the node count; it learned nothing on Pong)",
             "choices": ("sum", "mean"),
         },
     )

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from a3c.backends.ray.exchange import NodeExchange, combine_scale, shard_bounds
+from a3c.core.config import Config
 
 __import__("tests.support.extras", fromlist=["*"]).require_extra("ray", "ray")  # skips, or fails in CI
 
@@ -79,6 +80,11 @@ def test_two_nodes_changes_are_summed_or_averaged(combine, expected):
     global_weights = exchange(nodes[1], shards, bounds, 1)
     assert np.allclose(global_weights, expected)
     assert torch.allclose(flats[1], torch.full((2,), expected))
+
+
+def test_by_default_nodes_changes_add_up_as_more_workers_would():
+    # Averaged, each node's Adam step was halved: on Pong two nodes learned nothing in 2M steps (docs/ray.md)
+    assert combine_scale(Config(env_id="x").sync_combine, 2) == 1.0
 
 
 def test_the_global_lag_counts_the_other_nodes_exchanges_since_a_nodes_last():
