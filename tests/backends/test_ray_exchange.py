@@ -83,7 +83,7 @@ def test_two_nodes_changes_are_summed_or_averaged(combine, expected):
 
 
 def test_by_default_nodes_changes_add_up_as_more_workers_would():
-    # Averaged, each node's Adam step was halved: on Pong two nodes learned nothing in 2M steps (docs/ray.md)
+    # Averaged, each node's Adam step was halved: a Pong run on two nodes learned nothing in 2M (docs/ray.md)
     assert combine_scale(Config(env_id="x").sync_combine, 2) == 1.0
 
 

@@ -1,6 +1,6 @@
 """The Ray driver's evaluator thread: the ``RemoteEvaluator`` (eval.csv and best.pt on the driver's disk,
 episodes played by the ``EvalActor``) at least ``eval_interval`` s apart (``next_wait``), each once the
-global step has moved, its records queued for the trainer's loop."""
+global step has moved (or best.pt could not be saved), its records queued for the trainer's loop."""
 
 from __future__ import annotations
 
