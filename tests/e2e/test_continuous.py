@@ -13,8 +13,8 @@ from tests.support.run_files import read_json
 
 pytestmark = pytest.mark.slow
 
-# The Pendulum-v1 preset's learner until 2026-12-07 (the RL Zoo's A2C values; the preset is now the derived
-# Box defaults with γ 0.98), its target left out: the bandit's budget below was measured on it.
+# The Pendulum-v1 preset's learner until 2026-12-07 (the RL Zoo's A2C values; Pendulum now resolves to the
+# derived Box defaults, γ 0.98 among them), its target left out: the bandit's budget below was measured on it.
 RL_ZOO_PENDULUM = {
     "envs_per_worker": 4,
     "t_max": 8,
