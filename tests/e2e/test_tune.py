@@ -10,6 +10,7 @@ import os
 import signal
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -63,9 +64,30 @@ def table_rows(stdout: str) -> list[list[str]]:
     return [row for row in rows if row and row[0].isdigit()]
 
 
+def poll_to_a_first_episode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Serial trials update until their first episode ends however slow the host: a 1-s budget could
+    otherwise end before one does (CartPole's end within 500 steps)."""
+    from a3c.backends.serial import SerialBackend
+
+    ordinary_poll = SerialBackend.poll
+
+    def poll(self: SerialBackend, timeout: float) -> list[Any]:
+        records = ordinary_poll(self, timeout)
+        while not getattr(self, "had_an_episode", False):  # each trial's backend, once
+            if any(isinstance(record, list) for record in records):  # a batch of EpisodeRecords
+                self.had_an_episode = True  # type: ignore[attr-defined]
+            else:
+                records += ordinary_poll(self, timeout)
+        return records
+
+    monkeypatch.setattr(SerialBackend, "poll", poll)
+
+
 def test_a_study_resumes_to_more_trials_and_its_preset_trains(tmp_path, monkeypatch):
     study = tmp_path / "study"
-    first = tune(study, 2)
+    with monkeypatch.context() as patch:
+        poll_to_a_first_episode(patch)
+        first = tune(study, 2)
     assert [row[:2] for row in table_rows(first)] == [["0", "COMPLETE"], ["1", "COMPLETE"]]
     assert (study / "study.db").is_file() and (study / "best-preset.toml").is_file()
     for number in (0, 1):  # each trial is an ordinary run dir: a3c runs / plot / the notebook read it
@@ -102,8 +124,8 @@ def test_a_study_resumes_to_more_trials_and_its_preset_trains(tmp_path, monkeypa
 def test_a_killed_trial_does_not_block_the_resume(tmp_path, token):
     require_extra("optuna", "tune")
     study = tmp_path / "study"
-    # A real command, with spawned workers as by default.
-    args = ["tune", *TRIAL, "--trial-seconds", "2", "--trials", "1", "--study-dir", str(study)]
+    # A real command, with spawned workers as by default; the kill ends its trial, not its budget (a cap).
+    args = ["tune", *TRIAL, "--trial-seconds", "600", "--trials", "1", "--study-dir", str(study)]
     proc = popen_a3c(*args, token=token)
     try:
         wait_until(proc, lambda: data_rows(study / "trial-000" / "episodes.csv") >= 5, timeout=120)

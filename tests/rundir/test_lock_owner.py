@@ -90,7 +90,9 @@ def test_a_run_whose_lock_file_is_deleted_stops_without_writing(tmp_path, capsys
             (run_dir / LOCK_NAME).unlink(missing_ok=True)
 
     info = inspect_env("tests.support.envs:FixedLength-v0")
-    config = Config(env_id=info.env_id, workers=1, max_steps=5000, checkpoint_interval=1e-6).validate()
+    # A metrics row every 100 steps, not every second: the deletion comes long before the budget on any host.
+    values = {"max_steps": 5000, "checkpoint_interval": 1e-6, "metrics_interval_steps": 100}
+    config = Config(env_id=info.env_id, workers=1, **values).validate()
     trainer = Trainer(config, info, run_dir, serial=True, show_progress=False, callbacks=[DeleteTheLock()])
     assert trainer.run() == 1
     err = capsys.readouterr().err

@@ -204,15 +204,16 @@ def test_a_pruning_callback_stops_the_run_cleanly(tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
 
 
-def test_a_pruned_trial_is_told_pruned(tmp_path):
+def test_a_pruned_trial_is_told_pruned(tmp_path, monkeypatch):
     optuna = require_extra("optuna", "tune")
+    evaluate_after_the_first_update(monkeypatch)  # a report to prune at, within the budget
 
     class AlwaysPrune(optuna.pruners.BasePruner):
         def prune(self, study, trial) -> bool:
             return True
 
     study = optuna.create_study(direction="maximize", pruner=AlwaysPrune())
-    run = TrialSpec("CartPole-v1", trial_seconds=30.0, seed=0, serial=True)  # the preset evaluates at 0.1 s
+    run = TrialSpec("CartPole-v1", trial_seconds=30.0, seed=0, serial=True)
     outcome = run_trial(study, {"lr": Param("lr", 1e-3, 1e-3)}, run, tmp_path)
     (trial,) = study.trials
     assert outcome.state == "PRUNED" == trial.state.name and outcome.exit_code == 0
@@ -323,6 +324,21 @@ def test_preset_values_read_back_as_toml(value):
     assert tomllib.loads(f"key = {toml_value(value)}")["key"] == value
 
 
+def evaluate_after_the_first_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Serial trials evaluate right after their first update however slow the host: a short budget could
+    otherwise end before the preset's first evaluation is due."""
+    from a3c.backends.serial import SerialBackend
+
+    ordinary_poll = SerialBackend.poll
+    polls = itertools.count()
+
+    def poll_evaluating_first(self: SerialBackend, timeout: float) -> list[Any]:
+        records = ordinary_poll(self, timeout)
+        return records + self._evaluate() if next(polls) == 0 else records
+
+    monkeypatch.setattr(SerialBackend, "poll", poll_evaluating_first)
+
+
 @pytest.mark.slow  # a 0.5-s serial trial
 def test_a_trial_whose_final_evaluation_did_not_finish_says_its_value_is_an_older_one(
     tmp_path, monkeypatch, capsys
@@ -333,16 +349,7 @@ def test_a_trial_whose_final_evaluation_did_not_finish_says_its_value_is_an_olde
     from a3c.backends.serial import SerialBackend
     from tests.support.run_files import read_json
 
-    ordinary_poll = SerialBackend.poll
-    polls = itertools.count()
-
-    def poll_evaluating_first(self: SerialBackend, timeout: float) -> list[Any]:
-        """An ordinary update, and an evaluation after the first however slow the host (the run's budget
-        could otherwise end before the preset's first one is due)."""
-        records = ordinary_poll(self, timeout)
-        return records + self._evaluate() if next(polls) == 0 else records
-
-    monkeypatch.setattr(SerialBackend, "poll", poll_evaluating_first)
+    evaluate_after_the_first_update(monkeypatch)
     monkeypatch.setattr(SerialBackend, "final_evaluation", lambda self: [])  # as if cut at the stop
     study = optuna.create_study(direction="maximize")
     run = TrialSpec("CartPole-v1", trial_seconds=0.5, seed=0, serial=True)
