@@ -250,7 +250,7 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys
     calls = {"n": 0}
 
     def save_then_fail(obj, f, *args, **kwargs):
-        if "rng_state" not in obj:  # best.pt, whenever an evaluation comes: only checkpoints count
+        if "rng_state" not in obj:  # best.pt, whenever an evaluation comes: only last.pt's saves count
             return real_save(obj, f, *args, **kwargs)
         calls["n"] += 1
         if calls["n"] > 1:  # the first checkpoint succeeds, then the disk is full mid-write

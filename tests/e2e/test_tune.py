@@ -73,7 +73,8 @@ def poll_to_a_first_episode(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def poll(self: SerialBackend, timeout: float) -> list[Any]:
         records = ordinary_poll(self, timeout)
-        while not getattr(self, "had_an_episode", False):  # each trial's backend, once
+        # Once a trial (each has a backend of its own); a stop (a signal) ends the updates and this loop.
+        while not getattr(self, "had_an_episode", False) and not self.shared.stop.is_set():
             if any(isinstance(record, list) for record in records):  # a batch of EpisodeRecords
                 self.had_an_episode = True  # type: ignore[attr-defined]
             else:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import socket
@@ -204,6 +203,23 @@ def test_a_pruning_callback_stops_the_run_cleanly(tmp_path):
     assert (tmp_path / "run" / "checkpoints" / "last.pt").is_file()
 
 
+def evaluate_after_the_first_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Serial trials evaluate right after their first update however slow the host: a short budget could
+    otherwise end before the preset's first evaluation is due."""
+    from a3c.backends.serial import SerialBackend
+
+    ordinary_poll = SerialBackend.poll
+
+    def poll_evaluating_first(self: SerialBackend, timeout: float) -> list[Any]:
+        records = ordinary_poll(self, timeout)
+        if getattr(self, "evaluated_first", False):  # once a trial: each has a backend of its own
+            return records
+        self.evaluated_first = True  # type: ignore[attr-defined]
+        return records + self._evaluate()
+
+    monkeypatch.setattr(SerialBackend, "poll", poll_evaluating_first)
+
+
 def test_a_pruned_trial_is_told_pruned(tmp_path, monkeypatch):
     optuna = require_extra("optuna", "tune")
     evaluate_after_the_first_update(monkeypatch)  # a report to prune at, within the budget
@@ -322,21 +338,6 @@ HOSTILE = '\x1b[2Ja"b\\c\\u0041\n[evil]\nx = 1\r\x00\x01\x08\x0c\x1f\x7f\t\'\'\'
 )
 def test_preset_values_read_back_as_toml(value):
     assert tomllib.loads(f"key = {toml_value(value)}")["key"] == value
-
-
-def evaluate_after_the_first_update(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Serial trials evaluate right after their first update however slow the host: a short budget could
-    otherwise end before the preset's first evaluation is due."""
-    from a3c.backends.serial import SerialBackend
-
-    ordinary_poll = SerialBackend.poll
-    polls = itertools.count()
-
-    def poll_evaluating_first(self: SerialBackend, timeout: float) -> list[Any]:
-        records = ordinary_poll(self, timeout)
-        return records + self._evaluate() if next(polls) == 0 else records
-
-    monkeypatch.setattr(SerialBackend, "poll", poll_evaluating_first)
 
 
 @pytest.mark.slow  # a 0.5-s serial trial
