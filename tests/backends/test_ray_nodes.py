@@ -213,6 +213,12 @@ def test_node_mode_outlives_its_faults_until_a_shard_dies_and_the_run_resumes(
     assert_no_ray_left(token)
 
 
+def file_stamp(path: Path) -> tuple[int, int]:
+    """Which file is at ``path`` and when it was written: a checkpoint's atomic replace changes both."""
+    stat = path.stat()
+    return stat.st_ino, stat.st_mtime_ns
+
+
 def test_a_hung_shard_is_rebuilt_and_past_its_budget_fails_the_run_naming_it(
     tmp_path, token, ray_head: RayHead, monkeypatch
 ):
@@ -256,6 +262,11 @@ def test_a_hung_shard_is_rebuilt_and_past_its_budget_fails_the_run_naming_it(
         wait_for(rebuilt, WAIT_CAP_S, "the driver rebuilds the hung shard", run, err)
         since = len(workers_in_metrics(run_dir))
         wait_for(trains_on, WAIT_CAP_S, "the group trains on with the rebuilt shard", run, err)
+        # And a checkpoint has read the new shard, as above: else its hang would wait out the start-up
+        # allowance.
+        seen = file_stamp(run_dir / "checkpoints" / "last.pt")
+        written = lambda: file_stamp(run_dir / "checkpoints" / "last.pt") != seen  # noqa: E731
+        wait_for(written, WAIT_CAP_S, "a checkpoint from the rebuilt shard", run, err)
         frozen |= actor_processes(token, "ParamShard")
         signal_each(frozen, signal.SIGSTOP)
         code = run.wait(timeout=WAIT_CAP_S + EXIT_CAP_S)
