@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -160,3 +161,18 @@ class Doubled(gym.ObservationWrapper):
     def step(self, action):
         obs, reward, terminated, truncated, info = super().step(action)
         return obs, 2 * reward, terminated, truncated, info
+
+
+# Paced's step time: about 5x what the CartPole preset's update computes per env step, so that a worker of a
+# paced run uses about a fifth of a core and still logs its metrics rows many times a second.
+PACE_S = 0.0005
+
+
+class Paced(gym.Wrapper):
+    """A wrapper (``tests.support.envs:Paced``) whose every step takes PACE_S longer, as a slower simulator's
+    would. For the runs whose tests wait for events (a restart, a hang found) rather than steps: their
+    workers would otherwise train flat out meanwhile, on the cores the other tests share."""
+
+    def step(self, action):
+        time.sleep(PACE_S)  # the simulator's time: nothing waits on it
+        return self.env.step(action)
