@@ -161,12 +161,13 @@ def metrics(run_dir: Path) -> list[list[str]]:
 
 def start_run(tmp_path: Path, token: str, address: str | None, workers: int = 2, budget: str = "",
               prefix: Sequence[str] = ()) -> subprocess.Popen:  # fmt: skip
-    """``a3c train --backend ray [--ray-address ADDRESS]`` that does not end by itself (its target is out of
-    reach) unless given a ``budget`` (e.g. ``--max-steps N``), stdout and stderr to files (read while it
-    runs); ``prefix``: on an IsolatedMachine. No actor is taken for hung (``--hang-timeout`` = the cap):
-    the faults here are deaths."""
-    args = f"train --env CartPole-v1 --backend ray --workers {workers} --target-return 1e9 --quiet"
-    args += f" --max-seconds {CAP_S} --hang-timeout {CAP_S} --run-dir {tmp_path / 'run'}"
+    """``a3c train --backend ray [--ray-address ADDRESS]`` on paced CartPole (tests/support/envs.py ``Paced``)
+    that does not end by itself (its target is out of reach) unless given a ``budget`` (e.g. ``--max-steps
+    N``), stdout and stderr to files (read while it runs); ``prefix``: on an IsolatedMachine. No actor is
+    taken for hung (``--hang-timeout`` = the cap): the faults here are deaths."""
+    args = f"train --env CartPole-v1 --wrapper tests.support.envs:Paced --backend ray --workers {workers}"
+    args += f" --target-return 1e9 --quiet --max-seconds {CAP_S} --hang-timeout {CAP_S}"
+    args += f" --run-dir {tmp_path / 'run'}"
     args += f" --set metrics_interval_steps={METRICS_EVERY} {budget}"
     args += f" --ray-address {address}" if address else ""
     with open(tmp_path / "stdout.txt", "w") as out, open(tmp_path / "stderr.txt", "w") as err:
