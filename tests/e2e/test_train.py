@@ -162,14 +162,21 @@ def test_step_count_is_exact_with_two_spawned_workers(run_dir):
 
 @pytest.mark.slow
 def test_signal_stops_the_run_and_leaves_no_child(run_dir, token):
-    # SIGTERM to the trainer alone is `kill PID`. (SIGINT to the whole process group, a terminal's Ctrl-C,
-    # ends test_two_spawned_workers_train_and_leave_the_documented_run_dir's run; SIGTERM to the group, as
-    # `timeout` or a batch scheduler sends it, test_timeout_s_term_is_a_stop_and_the_run_resumes's.) The run
-    # acts within a tick (about 0.1 s); the 60 s wait is only a cap, so that a loaded machine cannot fail the
-    # test.
-    proc = start_cartpole(run_dir, token)
+    # A run under nohup: a hangup of its group (the terminal of a `nohup a3c train ...` closed) is no stop,
+    # for the trainer or any child; SIGTERM to the trainer alone (`kill PID`) then is. (SIGINT to the whole
+    # process group, a terminal's Ctrl-C, ends the run of
+    # test_two_spawned_workers_train_and_leave_the_documented_run_dir; SIGTERM to the group, as `timeout` or
+    # a batch scheduler sends it, test_timeout_s_term_is_a_stop_and_the_run_resumes's; a hangup without
+    # nohup, tests/e2e/test_suspend_and_hangup.py's.) The run acts within a tick (about 0.1 s); the 60 s
+    # wait is only a cap, so that a loaded machine cannot fail the test.
+    proc = start_cartpole(run_dir, token, prefix=("nohup",))
     try:
         children = spawned_children(proc.pid)
+        os.killpg(proc.pid, signal.SIGHUP)
+        # 20 more episodes rows: the trainer polled its children (and judged them) meanwhile.
+        rows = data_rows(run_dir / "episodes.csv")
+        wait_until(proc, lambda: data_rows(run_dir / "episodes.csv") >= rows + 20, timeout=120)
+        assert alive(children) == children  # no child took it for a stop either
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 143
         err = proc.stderr.read()
