@@ -102,10 +102,9 @@ def stop_when(proc, condition, timeout: float = 120, ctrl_c: int = 1) -> tuple[s
 def test_two_spawned_workers_train_and_leave_the_documented_run_dir(run_dir, token):
     # Events, not a race: the run trains until both workers logged episodes and the evaluator an evaluation,
     # then Ctrl-C twice (SIGINT to the whole process group, as a terminal sends it, the second while the
-    # first stop goes on) ends it cleanly, leaving no child. (One Ctrl-C ends the runs of
-    # tests/e2e/test_run_dir_lock.py and tests/e2e/test_many_workers.py.) Whether Hogwild CartPole solves in
-    # time is tests/learning's question; that the learner learns is the seeded serial run's
-    # (tests/e2e/test_deterministic.py).
+    # first stop goes on) ends it cleanly, leaving no child. (One Ctrl-C ends the run of
+    # tests/e2e/test_run_dir_lock.py.) Whether Hogwild CartPole solves in time is tests/learning's question;
+    # that the learner learns is the seeded serial run's (tests/e2e/test_deterministic.py).
     proc = start_cartpole(run_dir, token, "--seed 0 --target-return 1e9")
     children = spawned_children(proc.pid)
     condition = lambda: workers_with_episodes(run_dir) == {0, 1} and data_rows(run_dir / "eval.csv") >= 1  # noqa: E731
