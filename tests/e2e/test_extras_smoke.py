@@ -120,11 +120,13 @@ def check_pong_run(run_dir, summary: dict, frames: int, lstm_size: int, cap: int
 
 @needs("ale_py", "atari")
 def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir):
-    """The preset's A3C-LSTM (one frame in, an LSTM of 256), one update per worker (8 envs x t_max 10 steps
-    each). Its greedy games stop at ``eval_max_steps``: whole games (about 760 steps each, three of them:
-    the final evaluation, its selection round and ``a3c evaluate``'s) took half the test's time, and
+    """The preset's A3C-LSTM (one frame in, an LSTM of 256), one update per worker (2 envs x t_max 10 steps
+    each: not the image envs' default of 8, as each Pong env loads its ROM at its start and again at its
+    seeded reset). Its greedy games stop at ``eval_max_steps``: whole games (about 760 steps each, three of
+    them: the final evaluation, its selection round and ``a3c evaluate``'s) took half the test's time, and
     are the frame-stack test's below."""
-    summary, played = train_and_evaluate(run_dir, "ALE/Pong-v5", 160, "eval_episodes=1", "eval_max_steps=200")
+    sets = ("envs_per_worker=2", "eval_episodes=1", "eval_max_steps=200")
+    summary, played = train_and_evaluate(run_dir, "ALE/Pong-v5", 40, *sets)
     check_pong_game(played, cap=200)
     check_pong_run(run_dir, summary, frames=1, lstm_size=256, cap=200)
 
@@ -132,9 +134,9 @@ def test_pong_cnn_lstm_trains_checkpoints_and_evaluates(run_dir):
 @needs("ale_py", "atari")
 def test_pong_frame_stack_trains_checkpoints_and_evaluates(run_dir):
     """A3C FF (the conv net over 4 stacked frames, no LSTM), serially: the learner and the evaluator of
-    every backend, in this process."""
-    sets = ("eval_episodes=1", "lstm_size=0", "frame_stack=4")
-    summary, played = train_and_evaluate(run_dir, "ALE/Pong-v5", 400, *sets, serial=True)
+    every backend, in this process; five updates of 2 envs x t_max 10 steps (2 envs: as above)."""
+    sets = ("envs_per_worker=2", "eval_episodes=1", "lstm_size=0", "frame_stack=4")
+    summary, played = train_and_evaluate(run_dir, "ALE/Pong-v5", 100, *sets, serial=True)
     check_pong_game(played)
     check_pong_run(run_dir, summary, frames=4, lstm_size=0)
 

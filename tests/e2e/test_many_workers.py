@@ -6,18 +6,15 @@ the clock, not in CI)."""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 
 import pytest
 
+import a3c
 from a3c.core.cpus import auto_workers
 from a3c.rundir.resume import load_resume_checkpoint
 from a3c.training.options import train_setup
 from tests.e2e.test_reliability import assert_continuous
-from tests.support import ROOT
-from tests.support.commands import a3c_env, end, kill_trainer, popen_a3c, wait_until
+from tests.support.commands import call_a3c_train, end, kill_trainer, popen_a3c, wait_until
 from tests.support.processes import left_behind, spawned_children
 from tests.support.run_files import csv_rows, read_json
 
@@ -26,21 +23,11 @@ pytestmark = pytest.mark.slow
 WORKERS = 8  # four per core on the 2-core dev machine: more workers than cores
 
 
-def fresh_run(run_dir, token: str, allowed: set[int]) -> subprocess.CompletedProcess:
-    """A short CartPole run with no --workers, allowed to run on the CPUs ``allowed`` alone (taskset)."""
-    cpu_list = ",".join(map(str, sorted(allowed)))
-    command = ["taskset", "-c", cpu_list, sys.executable, "-m", "a3c", "train", "--env", "CartPole-v1"]
-    command += ["--max-steps", "3000"]
-    return subprocess.run(
-        [*command, "--target-return", "1e9", "--run-dir", str(run_dir)],
-        cwd=ROOT, env=a3c_env(token), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-
-
-def test_a_fresh_run_takes_one_worker_per_usable_cpu(tmp_path, token):
+def test_a_fresh_run_takes_one_worker_per_usable_cpu(tmp_path):
     # Two of the CPUs this test may use (all of them on the 2-core dev machine), then one: the count follows
-    # the affinity mask, whatever the machine's size. Two: a3c train's setup, in this process under that mask
-    # (what a run then does with its count is the one-CPU run's proof); one: a real run pinned to one CPU.
+    # the affinity mask, whatever the machine's size. Two: a3c train's setup, under that mask (what a run
+    # then does with its count is the one-CPU run's proof); one: a short CartPole run with no --workers
+    # under a mask of one CPU. Both in this process, whose own mask is put back after them.
     mine = sorted(os.sched_getaffinity(0))
     if len(mine) < 2:
         pytest.skip("needs two usable CPUs")
@@ -49,10 +36,12 @@ def test_a_fresh_run_takes_one_worker_per_usable_cpu(tmp_path, token):
         two = train_setup(
             "CartPole-v1", {}, (), run_dir=tmp_path / "two", force=False, resume=None, serial=False
         )
+        os.sched_setaffinity(0, {mine[0]})
+        args = ("--env", "CartPole-v1", "--max-steps", "3000", "--target-return", "1e9")
+        pinned = call_a3c_train(*args, "--run-dir", str(tmp_path / "pinned"))
     finally:
         os.sched_setaffinity(0, mine)
     assert (two.config.workers, two.auto_workers) == (auto_workers(2), True) and auto_workers(2) == 2
-    pinned = fresh_run(tmp_path / "pinned", token, {mine[0]})
     assert pinned.returncode == 0, pinned.stderr
     assert read_json(tmp_path / "pinned" / "config.json")["workers"] == 1
     assert "workers: 1 (auto: one per CPU this process may use" in pinned.stderr
@@ -68,6 +57,17 @@ def workers_since(run_dir, step: int, old: list[dict[str, str]] = ()) -> set[int
     except OSError:
         return set()
     return {int(r["worker"]) for r in rows if int(r["global_step"]) > step and tuple(r.values()) not in seen}
+
+
+class UntilEveryWorkerTrains:
+    """A callback that stops the run once each of its WORKERS workers logged an episode in it."""
+
+    def __init__(self) -> None:
+        self.workers: set[int] = set()
+
+    def on_episode(self, row: dict) -> bool:
+        self.workers.add(int(row["worker"]))
+        return self.workers == set(range(WORKERS))
 
 
 def test_eight_workers_on_two_cores_train_and_resume_after_the_trainer_is_killed(run_dir, token):
@@ -87,15 +87,12 @@ def test_eight_workers_on_two_cores_train_and_resume_after_the_trainer_is_killed
     assert len(checkpoint["worker_steps"]) == WORKERS and step == int(checkpoint["worker_steps"].sum()) > 0
     before_kill = csv_rows(run_dir / "episodes.csv")
 
-    resumed = popen_a3c("train", "--resume", str(run_dir), "--quiet", token=token)
-    try:  # every worker trains again (not: rows the killed run logged after its checkpoint), then Ctrl-C
-        trains = lambda: workers_since(run_dir, step, before_kill) == set(range(WORKERS))  # noqa: E731
-        wait_until(resumed, trains, timeout=300)
-        os.killpg(resumed.pid, signal.SIGINT)
-        _, err = resumed.communicate(timeout=60)
-    finally:
-        end(resumed)
-    assert resumed.returncode == 130, err
+    # The resume, in this process (its workers forked from the session's forkserver), stops once every worker
+    # logged an episode of it: in episodes.csv, rows of all 8 after the checkpoint (not: rows the killed run
+    # logged after it).
+    resumed = a3c.resume(run_dir, progress=False, callbacks=[UntilEveryWorkerTrains()])
+    assert (resumed.exit_code, resumed.summary["exit_reason"]) == (0, "callback"), resumed.summary
+    assert workers_since(run_dir, step, before_kill) == set(range(WORKERS))
     assert read_json(run_dir / "config.json")["workers"] == WORKERS
     state = load_resume_checkpoint(run_dir)
     summary = read_json(run_dir / "summary.json")

@@ -120,19 +120,3 @@ def wchan(pid: int) -> str:
         return Path(f"/proc/{pid}/wchan").read_text()
     except OSError:
         return ""
-
-
-@pytest.mark.slow
-def test_under_nohup_a_hangup_is_no_stop(run_dir, token):
-    proc = start_cartpole(run_dir, token, prefix=("nohup",))
-    try:
-        children = spawned_children(proc.pid)
-        os.killpg(proc.pid, signal.SIGHUP)  # the terminal of a `nohup a3c train ...` closed
-        more_rows(run_dir, proc, 20)
-        assert alive(children) == children  # no child took it for a stop either
-        os.killpg(proc.pid, signal.SIGTERM)
-        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
-    finally:
-        end(proc)
-    summary = read_json(run_dir / "summary.json")
-    assert (summary["exit_reason"], summary["restarts"]) == ("SIGTERM", 0), summary

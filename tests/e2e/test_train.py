@@ -102,10 +102,9 @@ def stop_when(proc, condition, timeout: float = 120, ctrl_c: int = 1) -> tuple[s
 def test_two_spawned_workers_train_and_leave_the_documented_run_dir(run_dir, token):
     # Events, not a race: the run trains until both workers logged episodes and the evaluator an evaluation,
     # then Ctrl-C twice (SIGINT to the whole process group, as a terminal sends it, the second while the
-    # first stop goes on) ends it cleanly, leaving no child. (One Ctrl-C ends the runs of
-    # tests/e2e/test_run_dir_lock.py and tests/e2e/test_many_workers.py.) Whether Hogwild CartPole solves in
-    # time is tests/learning's question; that the learner learns is the seeded serial run's
-    # (tests/e2e/test_deterministic.py).
+    # first stop goes on) ends it cleanly, leaving no child. (One Ctrl-C ends the run of
+    # tests/e2e/test_run_dir_lock.py.) Whether Hogwild CartPole solves in time is tests/learning's question;
+    # that the learner learns is the seeded serial run's (tests/e2e/test_deterministic.py).
     proc = start_cartpole(run_dir, token, "--seed 0 --target-return 1e9")
     children = spawned_children(proc.pid)
     condition = lambda: workers_with_episodes(run_dir) == {0, 1} and data_rows(run_dir / "eval.csv") >= 1  # noqa: E731
@@ -162,14 +161,21 @@ def test_step_count_is_exact_with_two_spawned_workers(run_dir):
 
 @pytest.mark.slow
 def test_signal_stops_the_run_and_leaves_no_child(run_dir, token):
-    # SIGTERM to the trainer alone is `kill PID`. (SIGINT to the whole process group, a terminal's Ctrl-C,
-    # ends test_two_spawned_workers_train_and_leave_the_documented_run_dir's run; SIGTERM to the group, as
-    # `timeout` or a batch scheduler sends it, test_timeout_s_term_is_a_stop_and_the_run_resumes's.) The run
-    # acts within a tick (about 0.1 s); the 60 s wait is only a cap, so that a loaded machine cannot fail the
-    # test.
-    proc = start_cartpole(run_dir, token)
+    # A run under nohup: a hangup of its group (the terminal of a `nohup a3c train ...` closed) is no stop,
+    # for the trainer or any child; SIGTERM to the trainer alone (`kill PID`) then is. (SIGINT to the whole
+    # process group, a terminal's Ctrl-C, ends the run of
+    # test_two_spawned_workers_train_and_leave_the_documented_run_dir; SIGTERM to the group, as `timeout` or
+    # a batch scheduler sends it, test_timeout_s_term_is_a_stop_and_the_run_resumes's; a hangup without
+    # nohup, tests/e2e/test_suspend_and_hangup.py's.) The run acts within a tick (about 0.1 s); the 60 s
+    # wait is only a cap, so that a loaded machine cannot fail the test.
+    proc = start_cartpole(run_dir, token, prefix=("nohup",))
     try:
         children = spawned_children(proc.pid)
+        os.killpg(proc.pid, signal.SIGHUP)
+        # 20 more episodes rows: the trainer polled its children (and judged them) meanwhile.
+        rows = data_rows(run_dir / "episodes.csv")
+        wait_until(proc, lambda: data_rows(run_dir / "episodes.csv") >= rows + 20, timeout=120)
+        assert alive(children) == children  # no child took it for a stop either
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 143
         err = proc.stderr.read()

@@ -5,8 +5,11 @@ line and exit 2, before any work."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +17,7 @@ import pytest
 
 import a3c
 from a3c.cli import main
-from tests.support.commands import call_a3c, run_a3c
+from tests.support.commands import call_a3c, call_a3c_train, run_a3c
 from tests.support.extras import require_extra
 from tests.support.run_files import read_json
 from tests.tools.test_export import random_checkpoint
@@ -27,16 +30,37 @@ def frames_of(path: Path) -> np.ndarray:
         return np.stack(list(reader.iter_data()))  # not list(reader): its length is inf
 
 
+# What a command with --video sets for the whole process where there is no display (a3c.tools.video's
+# headless renderers): a command run in this process gets them back as they were after it.
+RENDERER_VARIABLES = ("MUJOCO_GL", "SDL_VIDEODRIVER")
+
+
+def in_this_process(call: Callable[..., subprocess.CompletedProcess], *args: str):
+    """``call(*args)`` (``call_a3c`` or ``call_a3c_train``: a command with --video, in this process), then
+    RENDERER_VARIABLES as they were before it."""
+    saved = {name: os.environ.get(name) for name in RENDERER_VARIABLES}
+    try:
+        return call(*args)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def train_serial(run_dir: Path, env_id: str, steps: int, *extra: str) -> str:
-    """A short ``--serial`` run into ``run_dir``; its stdout."""
-    args = ["train", "--env", env_id, "--serial", "--max-steps", str(steps), "--quiet", "--run-dir"]
-    result = run_a3c(*args, str(run_dir), *extra, timeout=300)
+    """A short ``--serial`` run into ``run_dir``, in this process; its stdout."""
+    args = ["--env", env_id, "--serial", "--max-steps", str(steps), "--quiet", "--run-dir"]
+    result = in_this_process(call_a3c_train, *args, str(run_dir), *extra)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
-def evaluate_json(target: Path, *extra: str) -> dict:
-    result = run_a3c("evaluate", str(target), "--json", *extra, timeout=300)
+def evaluate_json(target: Path, *extra: str, real_command: bool = False) -> dict:
+    """``a3c evaluate TARGET --json EXTRA``'s report: in this process, or as a real command."""
+    args = ("evaluate", str(target), "--json", *extra)
+    result = run_a3c(*args, timeout=300) if real_command else in_this_process(call_a3c, *args)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -56,7 +80,7 @@ def check_videos(report: dict, folder: Path, shape: tuple[int, int, int]) -> Non
 
 @pytest.fixture(scope="module")
 def cartpole_run(tmp_path_factory) -> tuple[Path, str]:
-    """A short serial CartPole run with ``--video`` (its dir, its stdout)."""
+    """A short serial CartPole run with ``--video`` (its dir, its stdout), in this process."""
     require_extra("moviepy", "video")
     run_dir = tmp_path_factory.mktemp("video") / "run"
     return run_dir, train_serial(run_dir, "CartPole-v1", 2000, "--video")
@@ -93,7 +117,10 @@ def test_evaluate_video_of_a_box_env_plays_the_evaluated_episodes(tmp_path):
     checkpoint = tmp_path / "best.pt"
     random_checkpoint(checkpoint, "Pendulum-v1", squash="tanh", obs_norm=True,
                       env_kwargs={"max_episode_steps": 50})  # fmt: skip
-    report = evaluate_json(checkpoint, "--episodes", "2", "--video", str(tmp_path / "videos"))
+    # As a real command (a fresh process imports what --video needs on its own; the others run in this one),
+    # whose report this process's evaluation then matches.
+    videos = str(tmp_path / "videos")
+    report = evaluate_json(checkpoint, "--episodes", "2", "--video", videos, real_command=True)
     check_videos(report, tmp_path / "videos", (500, 500, 3))
     assert [v["length"] for v in report["videos"]] == [50, 50]
     plain = call_a3c("evaluate", str(checkpoint), "--episodes", "2", "--json")  # the same seeds and episodes
