@@ -56,10 +56,10 @@ HANG_TIMEOUT_S = 6.0
 EXIT_CAP_S = 120
 
 
-def start_run(tmp_path: Path, token: str, address: str, *args: str, workers: int = 2) -> subprocess.Popen:
+def start_run(tmp_path: Path, token: str, address: str, *args: str) -> subprocess.Popen:
     """A paced CartPole run in node mode (one shard: two, each exchange reaching both, are
     test_ray_cluster.py's) that does not end by itself."""
-    command = f"train --env CartPole-v1 --wrapper tests.support.envs:Paced --backend ray --workers {workers}"
+    command = "train --env CartPole-v1 --wrapper tests.support.envs:Paced --backend ray --workers 2"
     command += " --target-return 1e9 --quiet"
     command += f" --max-seconds {CAP_S} --hang-timeout {HANG_TIMEOUT_S:g} --ray-address {address}"
     command += f" --run-dir {tmp_path / 'run'} --set ray_shards=1 --set sync_interval=0.5"
@@ -204,7 +204,7 @@ def test_node_mode_outlives_its_faults_until_a_shard_fails_past_its_budget_and_t
     ], stderr[-3000:]
     assert re.fullmatch(r"died \(\w+\)", shards[0][0]), shards
     assert shards[1][0] == f"no answer within {HANG_TIMEOUT_S:g} s (hung)", shards
-    errors = [line for line in stderr.splitlines() if "error:" in line]
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and re.search(r"error: parameter shard 0 failed: .*; past its restart budget",
                                           errors[0]), stderr[-3000:]  # fmt: skip
     summary, config = read_json(run_dir / "summary.json"), read_json(run_dir / "config.json")

@@ -45,7 +45,8 @@ RAY_SHUTDOWN_S = 30.0  # Ray's daemons (gcs_server, raylet, ...) exit after the 
 # Every wait in the Ray tests is for an event; this caps each one, for a run that never gets there (a defect):
 # a node's `ray start`, a run's first records (Ray's start-up has taken 40 s on 2 loaded cores), a restart.
 WAIT_CAP_S = 300.0
-# The Ray runs' metrics row every this many steps of a worker: many a second, so a wait for rows is short.
+# The Ray runs' metrics row every this many steps of a worker: one a second or more, paced envs' too
+# (tests/support/envs.py Paced), so a wait for rows is short.
 METRICS_EVERY = 1000
 HEAD_CPUS = 4  # the head's CPUs as Ray counts them (a run's node group, shards and evaluator reserve none)
 # `ray start` waiting up to REGISTER_WAIT_S for its raylet to register with the GCS: Ray gives up after a
