@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import subprocess
+import sys
 
 import click
 import pytest
@@ -15,7 +17,8 @@ from a3c.cli import cli
 from a3c.core.config import Config
 from a3c.rundir.files import default_run_dir
 from a3c.training.options import config_options, option_fields
-from tests.support.commands import a3c_exit_code, call_a3c, run_a3c
+from tests.support import ROOT
+from tests.support.commands import a3c_env, a3c_exit_code, call_a3c, run_a3c
 
 call = a3c_exit_code  # what the tests of this folder and others import by this name
 
@@ -322,6 +325,29 @@ def test_bad_input_exits_2_as_a_real_command(tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
     assert result.stderr.startswith("error: --env: unknown environment 'NoSuchEnv-v0'")
+
+
+# A fresh interpreter runs each of these refusals in turn, then says whether torch was imported.
+REFUSALS_IN_A_FRESH_PROCESS = """import json, sys
+from tests.support.commands import a3c_exit_code
+codes = [a3c_exit_code(*args) for args in json.loads(sys.argv[1])]
+print(json.dumps({"codes": codes, "torch": "torch" in sys.modules}))
+"""
+
+
+@pytest.mark.slow  # a fresh interpreter: a subprocess
+def test_bad_input_is_refused_before_torch_is_imported(tmp_path):
+    # Refused in one line, without the seconds of CPU that importing torch takes: it waits for a run that
+    # starts.
+    refused = [
+        ["train", "--env", "NoSuchEnv-v0", "--run-dir", str(tmp_path / "a")],
+        ["train", "--env", "CartPole-v1", "--set", "lr=-1", "--run-dir", str(tmp_path / "b")],
+    ]
+    command = [sys.executable, "-c", REFUSALS_IN_A_FRESH_PROCESS, json.dumps(refused)]
+    result = subprocess.run(command, cwd=ROOT, env=a3c_env(), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report == {"codes": [2, 2], "torch": False}, result.stderr[-3000:]
 
 
 def test_envs_lists_presets_with_targets_and_extras():

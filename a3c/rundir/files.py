@@ -17,8 +17,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from a3c.core.errors import BadInput
 from a3c.core.secrets import mask_secrets
 from a3c.core.user_code import CODE_FILE
@@ -248,6 +246,7 @@ def package_versions() -> dict[str, str | None]:
     from the installed metadata (importlib.metadata), never imported: ray or onnx take seconds to import."""
     import gymnasium
     import numpy
+    import torch  # here, not at the top: a command refused before its run starts imports no torch
 
     from a3c.core.version import __version__
 
