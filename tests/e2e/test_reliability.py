@@ -240,8 +240,6 @@ def test_non_finite_shared_parameters_stop_the_run_and_keep_the_last_good_checkp
 
 
 def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys):
-    import a3c.rundir.files
-
     run_dir = tmp_path / "run"
     # A checkpoint at every tick (the interval is tiny), so the first checkpoint is last.pt after the first
     # update, on any machine; every later one fails.
@@ -258,7 +256,7 @@ def test_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch, capsys
             raise OSError(28, "No space left on device")
         return real_save(obj, f, *args, **kwargs)
 
-    monkeypatch.setattr(a3c.rundir.files.torch, "save", save_then_fail)
+    monkeypatch.setattr(torch, "save", save_then_fail)
     assert trainer.run() == 1  # the run ends, but could not write its final checkpoint
     err = capsys.readouterr().err
     assert "No space left on device" in err
