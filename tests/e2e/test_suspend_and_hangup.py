@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.commands import end, popen_a3c, start_cartpole, wait_until
+from tests.support.commands import end, more_rows, popen_a3c, start_cartpole, wait_until
 from tests.support.processes import alive, describe, left_behind, processes_with_token, spawned_children
-from tests.support.run_files import data_rows, read_json
+from tests.support.run_files import read_json
 
 HANG_S = 6  # not less: an idle evaluator (a beat every 50 ms) is never taken for hung on a loaded machine
 TRAINER_SILENT = b"the trainer sent no heartbeat"
@@ -39,12 +39,6 @@ class Stderr:
                     return self.text
             if self.text.count(until) >= count or (not ready and time.monotonic() >= deadline):
                 return self.text
-
-
-def more_rows(run_dir: Path, proc, rows: int) -> None:
-    """Wait for ``rows`` more episodes rows: the trainer polled its children (and judged them) meanwhile."""
-    before = data_rows(run_dir / "episodes.csv")
-    wait_until(proc, lambda: data_rows(run_dir / "episodes.csv") >= before + rows, timeout=120)
 
 
 @pytest.mark.slow

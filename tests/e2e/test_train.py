@@ -16,7 +16,7 @@ import a3c
 from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS
 from a3c.rundir.resume import load_resume_checkpoint
 from tests.support import ROOT
-from tests.support.commands import call_a3c, end, popen_a3c, start_cartpole, wait_until
+from tests.support.commands import call_a3c, end, more_rows, popen_a3c, start_cartpole, wait_until
 from tests.support.processes import alive, left_behind, spawned_children
 from tests.support.run_files import csv_rows, data_rows, read_json
 
@@ -172,9 +172,7 @@ def test_signal_stops_the_run_and_leaves_no_child(run_dir, token):
     try:
         children = spawned_children(proc.pid)
         os.killpg(proc.pid, signal.SIGHUP)
-        # 20 more episodes rows: the trainer polled its children (and judged them) meanwhile.
-        rows = data_rows(run_dir / "episodes.csv")
-        wait_until(proc, lambda: data_rows(run_dir / "episodes.csv") >= rows + 20, timeout=120)
+        more_rows(run_dir, proc, 20)
         assert alive(children) == children  # no child took it for a stop either
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 143

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -30,23 +31,12 @@ def frames_of(path: Path) -> np.ndarray:
         return np.stack(list(reader.iter_data()))  # not list(reader): its length is inf
 
 
-# What a command with --video sets for the whole process where there is no display (a3c.tools.video's
-# headless renderers): a command run in this process gets them back as they were after it.
-RENDERER_VARIABLES = ("MUJOCO_GL", "SDL_VIDEODRIVER")
-
-
 def in_this_process(call: Callable[..., subprocess.CompletedProcess], *args: str):
-    """``call(*args)`` (``call_a3c`` or ``call_a3c_train``: a command with --video, in this process), then
-    RENDERER_VARIABLES as they were before it."""
-    saved = {name: os.environ.get(name) for name in RENDERER_VARIABLES}
-    try:
+    """``call(*args)`` (``call_a3c`` or ``call_a3c_train``: a command with --video, in this process), then the
+    environment as it was before it: --video sets headless renderers (MUJOCO_GL, SDL_VIDEODRIVER) for the
+    whole process where there is no display (a3c.tools.video)."""
+    with mock.patch.dict(os.environ):
         return call(*args)
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def train_serial(run_dir: Path, env_id: str, steps: int, *extra: str) -> str:

@@ -93,6 +93,12 @@ def popen_a3c(*args: str, token: str = "", prefix: tuple[str, ...] = ()) -> subp
     )
 
 
+def more_rows(run_dir: Path, proc: subprocess.Popen, rows: int) -> None:
+    """Wait for ``rows`` more episodes rows: the trainer polled its children (and judged them) meanwhile."""
+    before = data_rows(run_dir / "episodes.csv")
+    wait_until(proc, lambda: data_rows(run_dir / "episodes.csv") >= before + rows, timeout=120)
+
+
 def wait_until(proc: subprocess.Popen, condition, timeout: float) -> None:
     """Block until ``condition()`` holds, checking every 50 ms; fail if ``proc`` exits or time runs out."""
 
