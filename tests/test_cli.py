@@ -342,12 +342,13 @@ def test_bad_input_is_refused_before_torch_is_imported(tmp_path):
     refused = [
         ["train", "--env", "NoSuchEnv-v0", "--run-dir", str(tmp_path / "a")],
         ["train", "--env", "CartPole-v1", "--set", "lr=-1", "--run-dir", str(tmp_path / "b")],
+        ["train", "--resume", str(tmp_path / "missing")],
     ]
     command = [sys.executable, "-c", REFUSALS_IN_A_FRESH_PROCESS, json.dumps(refused)]
     result = subprocess.run(command, cwd=ROOT, env=a3c_env(), capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.splitlines()[-1])
-    assert report == {"codes": [2, 2], "torch": False}, result.stderr[-3000:]
+    assert report == {"codes": [2, 2, 2], "torch": False}, result.stderr[-3000:]
 
 
 def test_envs_lists_presets_with_targets_and_extras():

@@ -157,6 +157,18 @@ def check_run_dir(path: Path, force: bool) -> None:
     refuse_if_held(path, "--force")  # never touch a run that is still writing
 
 
+def check_resume_dir(path: Path) -> Path:
+    """The ``checkpoints/last.pt`` ``--resume`` would read from run dir ``path``; BadInput when there is
+    none. An earlier run a killed ``--force`` moved aside is put back first."""
+    check_path_length(path, "--resume")
+    if path.is_dir():
+        recover_replaced(path, "--resume")
+    last = path / "checkpoints" / "last.pt"
+    if not last.is_file():
+        raise BadInput(f"--resume: {str(path)!r} has no checkpoints/last.pt to resume from")
+    return last
+
+
 def create_run_dir(path: Path, force: bool, lease_s: float = DEFAULT_LEASE_S) -> tuple[Path, int]:
     """Claim ``path`` for a new run and return it with its lock (``a3c.rundir.lock``; ``unlock`` it).
 

@@ -21,7 +21,7 @@ from a3c.core.spaces import Spaces
 from a3c.rundir.checkpoints import LOG_STD_PARAM, history_newest_first, load_checkpoint
 from a3c.rundir.csvlog import EPISODE_COLUMNS, EVAL_COLUMNS, METRICS_COLUMNS, SYNC_COLUMNS
 from a3c.rundir.durable import fsync_dir
-from a3c.rundir.files import check_path_length, recover_replaced
+from a3c.rundir.files import check_resume_dir
 
 # Fields that fix the env, the shape of the model or the optimizer state: a resume may not change them.
 # The env's keyword arguments and its wrappers too (they may change its spaces or its task); the model
@@ -56,12 +56,7 @@ def load_resume_checkpoint(run_dir: Path) -> dict[str, Any]:
     ``step-*.pt`` of the history, in the order they were written, with one warning line; the CSVs are then
     trimmed to that checkpoint like to any other. An earlier run a killed ``--force`` moved aside is put
     back first (``a3c.rundir.replace``)."""
-    check_path_length(run_dir, "--resume")
-    if run_dir.is_dir():
-        recover_replaced(run_dir, "--resume")
-    path = run_dir / "checkpoints" / "last.pt"
-    if not path.is_file():
-        raise BadInput(f"--resume: {str(run_dir)!r} has no checkpoints/last.pt to resume from")
+    path = check_resume_dir(run_dir)
     try:
         data = training_checkpoint(path)
     except BadInput as damaged:
