@@ -11,12 +11,12 @@ from a3c.algo.optim import non_finite_counts
 from a3c.core.seeding import child_seed
 from a3c.runtime.context import child_context
 from a3c.runtime.counters import StopReason
-from a3c.runtime.evaluator import FINAL_EVAL_GRACE_S, evaluator_main
+from a3c.runtime.evaluator import evaluator_main, final_eval_grace_s
 from a3c.runtime.state import SharedState
 from a3c.runtime.supervisor import ChildSpec, Supervisor
 from a3c.runtime.worker import worker_main
 
-# Children get this long to exit after an interrupt or a failure (FINAL_EVAL_GRACE_S after a budget stop,
+# Children get this long to exit after an interrupt or a failure (final_eval_grace_s after a budget stop,
 # when the evaluator still plays its final evaluation).
 STOP_GRACE_S = 3.0
 
@@ -114,13 +114,14 @@ class LocalBackend:
         """The trainer's model is the shared one: nothing to copy."""
 
     def final_evaluation(self) -> list[Any]:
-        """The evaluator child plays it itself when it sees a budget stop (within FINAL_EVAL_GRACE_S)."""
+        """The evaluator child plays it itself when it sees a budget stop (within ``final_eval_grace_s``)."""
         return []
 
     def stop(self, cut_short: Callable[[], bool]) -> list[Any]:
-        """Stop the children: FINAL_EVAL_GRACE_S after a budget stop (the evaluator's final evaluation),
+        """Stop the children: ``final_eval_grace_s`` after a budget stop (the evaluator's final evaluation),
         else STOP_GRACE_S; ``cut_short()`` (a Ctrl-C meanwhile) cuts the grace to STOP_GRACE_S."""
-        grace = FINAL_EVAL_GRACE_S if self.shared.stop.reason.is_budget else STOP_GRACE_S
+        budget = self.shared.stop.reason.is_budget
+        grace = final_eval_grace_s(self.shared.start_time.elapsed()) if budget else STOP_GRACE_S
         deadline = time.monotonic() + grace
 
         def current_deadline() -> float:

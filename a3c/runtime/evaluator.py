@@ -49,8 +49,16 @@ RESCORED_CANDIDATES = 3  # the best.pt's a run without a solve rescores at its e
 # The fresh games each plays then (an evaluation round's, if more): enough to rank a few candidates, without
 # the cost of a confirmation's 100 long episodes after the budget.
 RESCORE_GAMES = 30
-# After a budget stop the trainer waits this long for the evaluator's final evaluation (and rescoring).
+# After a budget stop the trainer waits this long for the evaluator's final evaluation (and rescoring), or
+# this share of the run's time if longer: a long Pong run's 90 rescoring games take minutes.
 FINAL_EVAL_GRACE_S = 60.0
+FINAL_EVAL_SHARE = 0.1
+
+
+def final_eval_grace_s(trained_s: float) -> float:
+    """Seconds the local trainer gives the evaluator's final evaluation and rescoring after a budget stop, in
+    a run that trained ``trained_s`` seconds: ``FINAL_EVAL_GRACE_S``, or ``FINAL_EVAL_SHARE`` of them."""
+    return max(FINAL_EVAL_GRACE_S, FINAL_EVAL_SHARE * trained_s)
 
 
 class Candidates:
@@ -438,7 +446,7 @@ def evaluator_main(shared: SharedState, conn: Connection, seed: int, best_mean: 
         if stop.reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS) and not guard.should_exit():
             interrupted = lambda: guard.should_exit() or not stop.reason.is_budget  # noqa: E731
             # The trainer's grace counts from its own sight of the stop, a poll before this one: a margin.
-            record = evaluator.final(interrupted, FINAL_EVAL_GRACE_S * 0.8)
+            record = evaluator.final(interrupted, final_eval_grace_s(shared.start_time.elapsed()) * 0.8)
             if record is not None:
                 conn.send(record)
 
