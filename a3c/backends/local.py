@@ -3,6 +3,7 @@ from the forkserver and watched by the Supervisor (heartbeats, hang timeout, res
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -11,7 +12,7 @@ from a3c.algo.optim import non_finite_counts
 from a3c.core.seeding import child_seed
 from a3c.runtime.context import child_context
 from a3c.runtime.counters import StopReason
-from a3c.runtime.evaluator import evaluator_main, final_eval_grace_s
+from a3c.runtime.evaluator import FINAL_EVAL_GRACE_S, evaluator_main, final_eval_grace_s
 from a3c.runtime.state import SharedState
 from a3c.runtime.supervisor import ChildSpec, Supervisor
 from a3c.runtime.worker import worker_main
@@ -93,6 +94,13 @@ class LocalBackend:
         """Child restarts so far, counted by the Supervisor."""
         return self.supervisor.restarts
 
+    def _evaluator_alive(self) -> bool:
+        """Whether the evaluator child's process is running."""
+        return any(
+            c.spec.name == "evaluator" and c.process is not None and c.process.is_alive()
+            for c in self.supervisor.children
+        )
+
     def _take(self) -> list[Any]:
         records, self.records[:] = list(self.records), []
         return records
@@ -118,15 +126,28 @@ class LocalBackend:
         return []
 
     def stop(self, cut_short: Callable[[], bool]) -> list[Any]:
-        """Stop the children: ``final_eval_grace_s`` after a budget stop (the evaluator's final evaluation),
-        else STOP_GRACE_S; ``cut_short()`` (a Ctrl-C meanwhile) cuts the grace to STOP_GRACE_S."""
-        budget = self.shared.stop.reason.is_budget
-        grace = final_eval_grace_s(self.shared.start_time.elapsed()) if budget else STOP_GRACE_S
+        """Stop the children: ``final_eval_grace_s`` after a max-steps or max-seconds stop (the evaluator's
+        final evaluation and rescoring), FINAL_EVAL_GRACE_S after a solve, else STOP_GRACE_S. A Ctrl-C
+        meanwhile (``cut_short()``), or the evaluator's exit, leaves the others STOP_GRACE_S from then: the
+        supervisor does not look for hangs while it waits."""
+        reason = self.shared.stop.reason
+        grace = STOP_GRACE_S
+        if reason in (StopReason.MAX_STEPS, StopReason.MAX_SECONDS):
+            grace = final_eval_grace_s(self.shared.start_time.elapsed())
+            if grace > FINAL_EVAL_GRACE_S:
+                print(
+                    f"{reason.name.lower()} reached: the final evaluation and best.pt's rescoring may take "
+                    f"up to {grace:.0f} s (Ctrl-C skips them)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        elif reason.is_budget:
+            grace = FINAL_EVAL_GRACE_S
         deadline = time.monotonic() + grace
 
         def current_deadline() -> float:
             nonlocal deadline
-            if cut_short():
+            if cut_short() or not self._evaluator_alive():
                 deadline = min(deadline, time.monotonic() + STOP_GRACE_S)
             return deadline
 

@@ -32,6 +32,7 @@ def resume_config(
     from a3c.rundir.files import check_resume_dir
 
     check_resume_dir(run_dir)  # a run dir with nothing to resume is refused before torch is imported
+
     from a3c.rundir.checkpoints import env_named, saved_config
     from a3c.rundir.resume import check_compatible, check_logs, load_resume_checkpoint
     from a3c.training.resolve import layer
