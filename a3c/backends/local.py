@@ -20,6 +20,7 @@ from a3c.runtime.worker import worker_main
 # Children get this long to exit after an interrupt or a failure (final_eval_grace_s after a budget stop,
 # when the evaluator still plays its final evaluation).
 STOP_GRACE_S = 3.0
+EVALUATOR = "evaluator"  # the evaluator child's name, among the workers'
 
 
 def worker_specs(
@@ -53,7 +54,7 @@ def child_specs(shared: SharedState, resume_index: int, best_mean: Callable[[], 
     evaluation so far (``best_mean()``)."""
     workers, seed = shared.config.workers, shared.config.seed
     evaluator = ChildSpec(
-        "evaluator",
+        EVALUATOR,
         workers,
         evaluator_main,
         lambda restart, conn: dict(
@@ -97,7 +98,7 @@ class LocalBackend:
     def _evaluator_alive(self) -> bool:
         """Whether the evaluator child's process is running."""
         return any(
-            c.spec.name == "evaluator" and c.process is not None and c.process.is_alive()
+            c.spec.name == EVALUATOR and c.process is not None and c.process.is_alive()
             for c in self.supervisor.children
         )
 
@@ -141,7 +142,7 @@ class LocalBackend:
                     file=sys.stderr,
                     flush=True,
                 )
-        elif reason.is_budget:
+        elif reason is StopReason.SOLVED:
             grace = FINAL_EVAL_GRACE_S
         deadline = time.monotonic() + grace
 
